@@ -45,7 +45,7 @@ def run(impl, px, py, boundary=None):
 def assert_matches_reference(impl, px, py, boundary=None):
     got = run(impl, px, py, boundary)
     want = mi_reference(px, py, boundary)
-    for name, g, w in zip(("scores", "px_grad", "py_grad"), got, want):
+    for name, g, w in zip(("scores", "px_grad", "py_grad"), got, want, strict=True):
         assert g.dtype == px.dtype, name
         np.testing.assert_allclose(g, w, err_msg=name, **TOL[px.dtype.type])
 
@@ -98,7 +98,7 @@ def test_gradient_matches_finite_differences(modified):
         return tt.mutual_information_recursion(px, py, bnd) * [1.0, -2.0]
 
     analytic, numeric = tf.test.compute_gradient(f, [px, py])
-    for a, n in zip(analytic, numeric):
+    for a, n in zip(analytic, numeric, strict=True):
         np.testing.assert_allclose(a, n, atol=1e-7)
 
 
@@ -111,7 +111,7 @@ def test_eager_and_tf_function_agree(impl):
     fn = IMPLEMENTATIONS[impl]
     eager = fn(px, py, bnd, return_grad=True)
     graph = tf.function(lambda a, b, c: fn(a, b, c, return_grad=True))(px, py, bnd)
-    for e, g in zip(tf.nest.flatten(eager), tf.nest.flatten(graph)):
+    for e, g in zip(tf.nest.flatten(eager), tf.nest.flatten(graph), strict=True):
         if impl == "op":
             np.testing.assert_array_equal(e.numpy(), g.numpy())
         else:
@@ -126,7 +126,7 @@ def test_op_and_tf_path_agree_on_long_sequences(modified, B, S, T):
     rng = np.random.default_rng([B, S, T])
     px, py, bnd = random_case(rng, B, S, T, modified, np.float64, boundary=True)
     bnd[0] = [0, 0, S, T]
-    for got, want in zip(run("op", px, py, bnd), run("tf", px, py, bnd)):
+    for got, want in zip(run("op", px, py, bnd), run("tf", px, py, bnd), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
