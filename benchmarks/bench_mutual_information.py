@@ -9,8 +9,9 @@ ratios are printed as a markdown table for benchmarks/BENCHMARKS.md:
     sequence (the kernel's wavefront schedule);
   * how the op's time grows when B * S * T grows 4x (B x4, or S and T x2).
 
-Times are medians of --repeats runs after warm-up, of a `tf.function` that
-returns the scores and the gradients of their sum with respect to px and py.
+Times are medians of --repeats runs after warm-up; each run is one
+`tf.function` call doing --inner passes of scores + gradients of their sum
+with respect to px and py, and counts as its time / --inner.
 
 Usage: python benchmarks/bench_mutual_information.py [--repeats 30]
 """
@@ -25,6 +26,9 @@ import time
 from absl import app, flags
 
 REPEATS = flags.DEFINE_integer("repeats", 30, "Timed runs per case.", lower_bound=3)
+INNER = flags.DEFINE_integer(
+    "inner", 10, "fwd + bwd passes per timed graph call.", lower_bound=1
+)
 WORKER = flags.DEFINE_string(
     "worker", None, "Internal: run one case, 'impl,threads,B,S,T'."
 )
@@ -49,26 +53,40 @@ def run_case(impl, threads, B, S, T, repeats):
     py = tf.constant(rng.normal(size=(B, S + 1, T)).astype(np.float32))
 
     @tf.function
-    def step(px, py):
-        with tf.GradientTape() as tape:
-            tape.watch([px, py])
-            total = tf.reduce_sum(fn(px, py))
-        return total, tape.gradient(total, [px, py])
+    def steps(px, py, n):
+        # n fwd + bwd passes in one graph call, so that Python's per-call
+        # overhead (the same for both paths) does not blur the ratio.  The
+        # `+ 0 * i` keeps TensorFlow from hoisting the work out of the loop.
+        total = tf.zeros([], px.dtype)
+        for i in tf.range(n):
+            with tf.GradientTape() as tape:
+                x = px + tf.cast(i, px.dtype) * 0
+                tape.watch([x, py])
+                score = tf.reduce_sum(fn(x, py))
+            d_px, d_py = tape.gradient(score, [x, py])
+            total += score + d_px[0, 0, 0] + d_py[0, 0, 0]
+        return total
 
-    for _ in range(3):
-        tf.nest.map_structure(lambda t: t.numpy(), step(px, py))
+    n = tf.constant(INNER.value)
+    steps(px, py, n).numpy()  # warm-up and tracing
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        tf.nest.map_structure(lambda t: t.numpy(), step(px, py))
-        times.append(time.perf_counter() - start)
+        steps(px, py, n).numpy()
+        times.append((time.perf_counter() - start) / INNER.value)
     return float(np.median(times))
 
 
 def measure(impl, threads, B, S, T):
     spec = f"{impl},{threads},{B},{S},{T}"
     out = subprocess.run(
-        [sys.executable, __file__, f"--worker={spec}", f"--repeats={REPEATS.value}"],
+        [
+            sys.executable,
+            __file__,
+            f"--worker={spec}",
+            f"--repeats={REPEATS.value}",
+            f"--inner={INNER.value}",
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -86,7 +104,7 @@ def main(argv):
         print(json.dumps({"seconds": run_case(impl, threads, B, S, T, REPEATS.value)}))
         return
     base = (8, 60, 300)
-    long_one = (1, 200, 1000)
+    long_one = (1, 400, 400)
     ms = {}
     for key in [
         ("op", 2, base),
@@ -110,7 +128,7 @@ def main(argv):
             ">= 1.6",
         ),
         (
-            "op 1 thread / 2 threads, (1, 200, 1000)",
+            "op 1 thread / 2 threads, (1, 400, 400)",
             ms["op", 1, long_one] / ms["op", 2, long_one],
             ">= 1.6",
         ),

@@ -2,9 +2,11 @@
 // gradient are written out in mutual_information.h.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
+#include "cc/kernels/chain_scheduler.h"
 #include "cc/kernels/mutual_information.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -27,18 +29,39 @@ namespace {
 
 // Below this many cells per sequence, splitting one sequence into tiles costs
 // more in synchronisation than it gains.
-constexpr int64_t kMinCellsForWavefront = 16384;
-// Tile extent along the diagonals; wide tiles keep the number of waves (and
-// so of barriers) small.
-constexpr int64_t kTileDiagonals = 64;
+constexpr int64_t kMinCellsForWavefront = 65536;
+// The wavefront cuts each sequence into ceil(threads / B) bands of s and
+// kTilesPerBand times as many ranges of k, so that the pipeline's fill and
+// drain (a band waits for the one before it) cost little.
+constexpr int64_t kTilesPerBand = 8;
+constexpr int64_t kMinTileExtent = 16;
+
+// True when x[begin, end) holds a NaN or +inf.  Branch-free, so it
+// vectorises.
+template <typename T>
+bool HasIllegalValue(const T* x, int64_t begin, int64_t end) {
+  bool bad = false;
+  for (int64_t i = begin; i < end; ++i) {
+    bad |= !(x[i] < std::numeric_limits<T>::infinity());
+  }
+  return bad;
+}
 
 // Returns the first entry of `x` (shape [B, rows, cols]) that is NaN or +inf
-// as {b, row, col}, or an empty vector when there is none.
+// as {b, row, col}, or an empty vector when there is none.  The scan is
+// split over the thread pool; the search for the position only runs when
+// there is something to report.
 template <typename T>
-std::vector<int64_t> FirstIllegalValue(const T* x, int64_t rows, int64_t cols,
-                                       int64_t n) {
+std::vector<int64_t> FirstIllegalValue(ThreadPool* pool, const T* x,
+                                       int64_t rows, int64_t cols, int64_t n) {
+  std::atomic<bool> any_bad{false};
+  pool->ParallelFor(n, ThreadPool::SchedulingParams::Adaptive(2),
+                    [&](int64_t begin, int64_t end) {
+                      if (HasIllegalValue(x, begin, end)) any_bad = true;
+                    });
+  if (!any_bad) return {};
   for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(x[i]) || x[i] == std::numeric_limits<T>::infinity()) {
+    if (!(x[i] < std::numeric_limits<T>::infinity())) {
       const int64_t per_batch = rows * cols;
       return {i / per_batch, (i % per_batch) / cols, i % cols};
     }
@@ -106,9 +129,10 @@ class MutualInformationOp : public OpKernel {
                           "] must satisfy 0 <= s_begin <= s_end <= S = ", S,
                           " and 0 <= t_begin <= t_end <= T = ", T));
     }
-    CheckValues(ctx, px, "px");
+    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    CheckValues(ctx, pool, px, "px");
     if (!ctx->status().ok()) return;
-    CheckValues(ctx, py, "py");
+    CheckValues(ctx, pool, py, "py");
     if (!ctx->status().ok()) return;
 
     Tensor* scores = nullptr;
@@ -123,12 +147,11 @@ class MutualInformationOp : public OpKernel {
     p.S = S;
     p.T_len = T;
     p.T1 = T1;
-    const int64_t W = p.width(), K = p.num_diagonals();
-    Tensor alpha, g;
-    OP_REQUIRES_OK(
-        ctx, ctx->allocate_temp(px.dtype(), TensorShape({B, K, W}), &alpha));
-    OP_REQUIRES_OK(ctx,
-                   ctx->allocate_temp(px.dtype(), TensorShape({B, K, W}), &g));
+    Tensor alpha, wx, wy;
+    const TensorShape scratch({p.buffer_size()});
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &alpha));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &wx));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &wy));
     p.px = px.flat<Scalar>().data();
     p.py = py.flat<Scalar>().data();
     p.boundary = bnd.data();
@@ -136,26 +159,24 @@ class MutualInformationOp : public OpKernel {
     p.px_grad = px_grad->flat<Scalar>().data();
     p.py_grad = py_grad->flat<Scalar>().data();
     p.alpha = alpha.flat<Scalar>().data();
-    p.g = g.flat<Scalar>().data();
+    p.wx = wx.flat<Scalar>().data();
+    p.wy = wy.flat<Scalar>().data();
 
-    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     const int threads = pool->NumThreads();
-    if (threads > 1 && B < 2 * threads && K * W >= kMinCellsForWavefront) {
+    const int64_t cells = p.num_diagonals() * p.width();
+    if (B < threads && cells >= kMinCellsForWavefront) {
       RunWavefront(p, pool, threads);
     } else {
       RunPerSequence(p, pool);
     }
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t* row = p.boundary + 4 * b;
-      p.scores[b] = p.alpha[(b * K + row[3] + p.r() * row[2]) * W + row[2]];
-    }
   }
 
  private:
-  static void CheckValues(OpKernelContext* ctx, const Tensor& x,
-                          const char* name) {
-    const std::vector<int64_t> at = FirstIllegalValue(
-        x.flat<Scalar>().data(), x.dim_size(1), x.dim_size(2), x.NumElements());
+  static void CheckValues(OpKernelContext* ctx, ThreadPool* pool,
+                          const Tensor& x, const char* name) {
+    const std::vector<int64_t> at =
+        FirstIllegalValue(pool, x.flat<Scalar>().data(), x.dim_size(1),
+                          x.dim_size(2), x.NumElements());
     OP_REQUIRES(ctx, at.empty(),
                 InvalidArgument(name,
                                 " must be finite or -inf (-inf excludes "
@@ -170,65 +191,60 @@ class MutualInformationOp : public OpKernel {
                              ThreadPool* pool) {
     const int64_t K = p.num_diagonals(), W = p.width();
     pool->ParallelFor(p.batch,
-                      ThreadPool::SchedulingParams::Adaptive(K * W * 100),
+                      ThreadPool::SchedulingParams::Adaptive(K * W * 20),
                       [&p, K, W](int64_t begin, int64_t end) {
                         for (int64_t b = begin; b < end; ++b) {
+                          MutualInformationPrepare(p, b);
                           MutualInformationForwardTile(p, b, 0, K, 0, W);
+                          p.scores[b] = MutualInformationScore(p, b);
                           MutualInformationBackwardTile(p, b, 0, K, 0, W);
                         }
                       });
   }
 
-  // Few, long sequences: tiles of (k, s), one wave of independent tiles at a
-  // time (see mutual_information.h), forward waves then backward waves.
+  // Few, long sequences: each is cut into bands of s and ranges of k, and
+  // the tiles run as a pipelined wavefront (see chain_scheduler.h): a chain
+  // per band, forward over k ascending, then backward over k descending with
+  // the bands in reverse order.
   static void RunWavefront(const MutualInformationProblem<Scalar>& p,
                            ThreadPool* pool, int threads) {
     const int64_t K = p.num_diagonals(), W = p.width();
-    const int64_t s_tiles = std::max<int64_t>(
-        1, std::min<int64_t>((2 * threads + p.batch - 1) / p.batch, W / 8));
-    const int64_t s_step = (W + s_tiles - 1) / s_tiles;
-    const int64_t k_tiles = (K + kTileDiagonals - 1) / kTileDiagonals;
-    const int64_t waves = k_tiles + s_tiles - 1;
-    struct Tile {
-      int64_t b, k0, k1, s0, s1;
-    };
-    std::vector<Tile> tiles;
-    auto collect = [&](int64_t wave) {
-      tiles.clear();
-      for (int64_t b = 0; b < p.batch; ++b) {
-        for (int64_t sb = 0; sb < s_tiles; ++sb) {
-          const int64_t kb = wave - sb;
-          if (kb < 0 || kb >= k_tiles) continue;
-          tiles.push_back({b, kb * kTileDiagonals,
-                           std::min(K, (kb + 1) * kTileDiagonals), sb * s_step,
-                           std::min(W, (sb + 1) * s_step)});
-        }
-      }
-    };
-    for (int64_t wave = 0; wave < waves; ++wave) {
-      collect(wave);
-      pool->ParallelFor(tiles.size(), ThreadPool::SchedulingParams::Fixed(1),
-                        [&](int64_t begin, int64_t end) {
-                          for (int64_t i = begin; i < end; ++i) {
-                            const Tile& t = tiles[i];
-                            MutualInformationForwardTile(p, t.b, t.k0, t.k1,
-                                                         t.s0, t.s1);
-                          }
+    const int64_t bands = std::max<int64_t>(
+        1, std::min<int64_t>((threads + p.batch - 1) / p.batch,
+                             W / kMinTileExtent));
+    const int64_t s_step = (W + bands - 1) / bands;
+    const int64_t k_tiles = std::max<int64_t>(
+        1, std::min<int64_t>(kTilesPerBand * bands, K / kMinTileExtent));
+    const int64_t k_step = (K + k_tiles - 1) / k_tiles;
+    const int64_t chains = p.batch * bands;
+    const int workers = static_cast<int>(std::min<int64_t>(threads, chains));
+
+    for (int64_t b = 0; b < p.batch; ++b) MutualInformationPrepare(p, b);
+    ChainScheduler forward(chains, bands, k_tiles);
+    pool->ParallelFor(workers, ThreadPool::SchedulingParams::Fixed(1),
+                      [&](int64_t, int64_t) {
+                        forward.Work([&](int64_t chain, int64_t kb) {
+                          const int64_t b = chain / bands, sb = chain % bands;
+                          MutualInformationForwardTile(
+                              p, b, kb * k_step, std::min(K, (kb + 1) * k_step),
+                              sb * s_step, std::min(W, (sb + 1) * s_step));
                         });
+                      });
+    for (int64_t b = 0; b < p.batch; ++b) {
+      p.scores[b] = MutualInformationScore(p, b);
     }
-    // Backward: the mirror image, tile (kb, sb) after (kb + 1, sb + 1),
-    // (kb + 1, sb) and (kb, sb + 1).
-    for (int64_t wave = waves - 1; wave >= 0; --wave) {
-      collect(wave);
-      pool->ParallelFor(tiles.size(), ThreadPool::SchedulingParams::Fixed(1),
-                        [&](int64_t begin, int64_t end) {
-                          for (int64_t i = begin; i < end; ++i) {
-                            const Tile& t = tiles[i];
-                            MutualInformationBackwardTile(p, t.b, t.k0, t.k1,
-                                                          t.s0, t.s1);
-                          }
+    ChainScheduler backward(chains, bands, k_tiles);
+    pool->ParallelFor(workers, ThreadPool::SchedulingParams::Fixed(1),
+                      [&](int64_t, int64_t) {
+                        backward.Work([&](int64_t chain, int64_t step) {
+                          const int64_t b = chain / bands;
+                          const int64_t sb = bands - 1 - chain % bands;
+                          const int64_t kb = k_tiles - 1 - step;
+                          MutualInformationBackwardTile(
+                              p, b, kb * k_step, std::min(K, (kb + 1) * k_step),
+                              sb * s_step, std::min(W, (sb + 1) * s_step));
                         });
-    }
+                      });
   }
 };
 
