@@ -8,10 +8,10 @@
 // then runs after (kb - 1, sb) and (kb, sb - 1), which is what it needs.)
 //
 // Every worker scans the chains for one whose next step is ready, claims it
-// and runs that step.  A worker only ever waits for a step that another
-// worker has claimed and is running, so the schedule finishes with any
-// number of workers, including one, and never deadlocks when the thread
-// pool runs fewer workers at a time than were asked for.
+// and runs that step.  A worker never waits for good on a step that no one
+// runs: after a while it runs any ready step itself.  So the schedule
+// finishes with any number of workers, including one, and never deadlocks
+// when the thread pool runs fewer workers at a time than were asked for.
 
 #ifndef TF_TRANSDUCER_CC_KERNELS_CHAIN_SCHEDULER_H_
 #define TF_TRANSDUCER_CC_KERNELS_CHAIN_SCHEDULER_H_
@@ -37,35 +37,55 @@ class ChainScheduler {
     }
   }
 
-  // The body of one worker: returns when every step of every chain is done.
-  // `run_step(chain, step)` does the work.
+  // The body of worker `worker` of `workers`: returns when every step of
+  // every chain is done.  `run_step(chain, step)` does the work.  A worker
+  // keeps to its own chains (c % workers == worker), so that a band's data
+  // stays in one core's cache, and takes other chains only after its own
+  // have had nothing ready for a while: that is what keeps the schedule
+  // finishing when some workers never get a thread.
   template <typename Fn>
-  void Work(const Fn& run_step) {
+  void Work(int worker, int workers, const Fn& run_step) {
+    int idle = 0;
     while (finished_.load(std::memory_order_acquire) < chains_) {
+      const bool steal = idle >= kIdleRoundsBeforeStealing;
       bool progressed = false;
       for (int64_t c = 0; c < chains_; ++c) {
-        if (!Ready(c)) continue;
-        bool expected = false;
-        if (!busy_[c].compare_exchange_strong(expected, true,
-                                              std::memory_order_acq_rel)) {
-          continue;
-        }
-        if (Ready(c)) {  // Still ready now that this worker owns the chain.
-          const int64_t step = done_[c].load(std::memory_order_acquire);
-          run_step(c, step);
-          done_[c].store(step + 1, std::memory_order_release);
-          if (step + 1 == steps_) {
-            finished_.fetch_add(1, std::memory_order_acq_rel);
-          }
-          progressed = true;
-        }
-        busy_[c].store(false, std::memory_order_release);
+        if (!steal && c % workers != worker) continue;
+        progressed |= TryStep(c, run_step);
       }
-      if (!progressed) std::this_thread::yield();
+      if (progressed) {
+        idle = 0;
+      } else {
+        ++idle;
+        std::this_thread::yield();
+      }
     }
   }
 
  private:
+  static constexpr int kIdleRoundsBeforeStealing = 32;
+
+  // Runs the next step of chain c if it is ready and no one else runs it.
+  template <typename Fn>
+  bool TryStep(int64_t c, const Fn& run_step) {
+    if (!Ready(c)) return false;
+    bool expected = false;
+    if (!busy_[c].compare_exchange_strong(expected, true,
+                                          std::memory_order_acq_rel)) {
+      return false;
+    }
+    bool ran = false;
+    if (Ready(c)) {  // Still ready now that this worker owns the chain.
+      const int64_t step = done_[c].load(std::memory_order_acquire);
+      run_step(c, step);
+      done_[c].store(step + 1, std::memory_order_release);
+      if (step + 1 == steps_) finished_.fetch_add(1, std::memory_order_acq_rel);
+      ran = true;
+    }
+    busy_[c].store(false, std::memory_order_release);
+    return ran;
+  }
+
   bool Ready(int64_t c) const {
     const int64_t next = done_[c].load(std::memory_order_acquire);
     if (next >= steps_) return false;

@@ -40,15 +40,13 @@
 //
 // Both recursions depend only on the previous (forward) or next (backward)
 // "diagonal" k = t + r * s: an x-step and a y-step both raise k by one.  The
-// kernel stores alpha (later g), wx and wy diagonal-major, as [K + 1, S + 3]
-// with K = T + r * S + 1 diagonals plus one row of zeros, and column
-// j = s + 1 between a padding column on each side, so that every neighbour
-// read is in bounds.  All cells of one diagonal are independent, so the
-// arithmetic of a diagonal is one vectorisable loop (log_space_math.h).
-// Work is split into tiles of (k, s); the tile (kb, sb) depends on
-// (kb - 1, sb - 1), (kb - 1, sb) and (kb, sb - 1) only, so tiles with the
-// same kb + sb (one "wave") run in parallel, and the backward waves run in
-// reverse.
+// kernel stores alpha (later g), wx and wy diagonal-major, as [K, S + 1] with
+// K = T + r * S + 1 (rows padded to cache lines), so all cells of one diagonal
+// are independent and contiguous, and the arithmetic of a diagonal is one
+// vectorised loop (log_space_math.h).  Only cells inside the rectangle are ever
+// written or read.  Work comes in tiles of the (s, t) grid, s in [s0, s1) and t
+// in [t0, t1), each computed diagonal by diagonal; a forward tile needs the
+// tiles before it in s and in t, a backward tile those after it.
 
 #ifndef TF_TRANSDUCER_CC_KERNELS_MUTUAL_INFORMATION_H_
 #define TF_TRANSDUCER_CC_KERNELS_MUTUAL_INFORMATION_H_
@@ -56,9 +54,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
-#include <utility>
 #include <vector>
 
 #include "cc/kernels/log_space_math.h"
@@ -66,8 +62,8 @@
 namespace tf_transducer {
 
 // One batch of MI problems, in the layout the CPU kernel uses.  Pointers are
-// to row-major buffers; `alpha`, `wx` and `wy` are scratch of size
-// buffer_size() = B * (K + 1) * (S + 3).
+// to row-major buffers; `alpha`, `wx` and `wy` are scratch of buffer_size()
+// elements.
 template <typename T>
 struct MutualInformationProblem {
   int64_t batch;  // B
@@ -80,16 +76,26 @@ struct MutualInformationProblem {
   T* scores;                // [B]
   T* px_grad;               // [B, S, T1]
   T* py_grad;               // [B, S + 1, T]
-  T* alpha;                 // alpha in the forward pass, g in the backward
-  T* wx;                    // P(arrived by the x-step) of every cell
-  T* wy;                    // P(arrived by the y-step) of every cell
+  T* alpha;                 // [B, K, row_stride()]: alpha, then g
+  T* wx;                    // [B, K, row_stride()]: P(arrived by x-step)
+  T* wy;                    // [B, K, row_stride()]: P(arrived by y-step)
 
   int64_t r() const { return T1 == T_len + 1 ? 1 : 0; }
   int64_t width() const { return S + 1; }
   int64_t num_diagonals() const { return T_len + r() * S + 1; }
-  int64_t num_rows() const { return num_diagonals() + 1; }
-  int64_t row_stride() const { return S + 3; }
-  int64_t buffer_size() const { return batch * num_rows() * row_stride(); }
+  // Rows padded to whole cache lines: threads that work on neighbouring
+  // ranges of s then never write to the same line (when the ranges start at
+  // multiples of kCellsPerLine).
+  static constexpr int64_t kCellsPerLine = 64 / sizeof(T);
+  int64_t row_stride() const {
+    return (width() + kCellsPerLine - 1) / kCellsPerLine * kCellsPerLine;
+  }
+  int64_t buffer_size() const { return batch * num_diagonals() * row_stride(); }
+};
+
+// A tile of the grid: s in [s0, s1), t in [t0, t1).
+struct MutualInformationTile {
+  int64_t s0, s1, t0, t1;
 };
 
 namespace mi_internal {
@@ -98,52 +104,34 @@ struct Rect {
   int64_t s_begin, t_begin, s_end, t_end;
 };
 
-// The cells s in [lo, hi] of diagonal k that lie in the rectangle and in the
-// tile's [s0, s1); lo > hi when there are none.
-inline void DiagonalRange(const Rect& rc, int64_t r, int64_t k, int64_t s0,
-                          int64_t s1, int64_t* lo, int64_t* hi) {
-  *lo = std::max(rc.s_begin, s0);
-  *hi = std::min(rc.s_end, s1 - 1);
-  if (r == 1) {
-    *lo = std::max(*lo, k - rc.t_end);
-    *hi = std::min(*hi, k - rc.t_begin);
-  } else if (k < rc.t_begin || k > rc.t_end) {
-    *hi = *lo - 1;
-  }
-}
-
 template <typename T>
 inline Rect RectOf(const MutualInformationProblem<T>& p, int64_t b) {
   const int64_t* row = p.boundary + 4 * b;
   return {row[0], row[1], row[2], row[3]};
 }
 
-}  // namespace mi_internal
-
-// Fills the padding of sequence b's scratch and zeroes its gradients; runs
-// before any tile of b.
-template <typename T>
-void MutualInformationPrepare(const MutualInformationProblem<T>& p, int64_t b) {
-  const int64_t rows = p.num_rows(), stride = p.row_stride();
-  const int64_t offset = b * rows * stride;
-  T* alpha = p.alpha + offset;
-  for (int64_t k = 0; k < rows; ++k) {
-    alpha[k * stride] = -std::numeric_limits<T>::infinity();  // s = -1
-    alpha[k * stride + stride - 1] = T(0);                    // s = S + 1
-    p.wx[offset + k * stride + stride - 1] = T(0);
-    p.wy[offset + k * stride + stride - 1] = T(0);
+// The cells s in [lo, hi] of diagonal k that lie in the rectangle and in the
+// tile; lo > hi when there are none.
+inline void DiagonalRange(const Rect& rc, const MutualInformationTile& tile,
+                          int64_t r, int64_t k, int64_t* lo, int64_t* hi) {
+  const int64_t t_lo = std::max(rc.t_begin, tile.t0);
+  const int64_t t_hi = std::min(rc.t_end, tile.t1 - 1);
+  *lo = std::max(rc.s_begin, tile.s0);
+  *hi = std::min(rc.s_end, tile.s1 - 1);
+  if (r == 1) {  // t = k - s
+    *lo = std::max(*lo, k - t_hi);
+    *hi = std::min(*hi, k - t_lo);
+  } else if (k < t_lo || k > t_hi) {  // t = k
+    *hi = *lo - 1;
   }
-  // The row after the last diagonal: g = 0 for the backward pass.
-  const int64_t last = offset + (rows - 1) * stride;
-  std::fill(p.alpha + last, p.alpha + last + stride, T(0));
-  std::fill(p.wx + last, p.wx + last + stride, T(0));
-  std::fill(p.wy + last, p.wy + last + stride, T(0));
-  std::fill(p.px_grad + b * p.S * p.T1, p.px_grad + (b + 1) * p.S * p.T1, T(0));
-  std::fill(p.py_grad + b * p.width() * p.T_len,
-            p.py_grad + (b + 1) * p.width() * p.T_len, T(0));
 }
 
-namespace mi_internal {
+// The diagonals [k_lo, k_hi] that cross the tile.
+inline void TileDiagonals(const MutualInformationTile& tile, int64_t r,
+                          int64_t* k_lo, int64_t* k_hi) {
+  *k_lo = tile.t0 + r * tile.s0;
+  *k_hi = tile.t1 - 1 + r * (tile.s1 - 1);
+}
 
 // The arithmetic of one diagonal: on entry a[i] = x_in and wx[i] = y_in of n
 // cells; on exit alpha, wx and wy (see the top of this file).  Compiled for
@@ -158,9 +146,11 @@ inline void CombineDiagonalImpl(int64_t n, T* __restrict a, T* __restrict wx,
     const T larger = x_larger ? x_in : y_in;
     const T smaller = x_larger ? y_in : x_in;
     const bool reached = larger > kNegInf;
+    // Unreached: e = 0 and both weights 0.  Every operation runs for every
+    // lane (no -inf - -inf), so the loop vectorises.
     const T e =
-        log_space_math::ExpNonPositive(reached ? smaller - larger : kNegInf);
-    const T inv = reached ? T(1) / (T(1) + e) : T(0);
+        log_space_math::ExpNonPositive(smaller - (reached ? larger : T(0)));
+    const T inv = (reached ? T(1) : T(0)) / (T(1) + e);
     a[i] = larger + log_space_math::Log1pUnit(e);
     wx[i] = x_larger ? inv : e * inv;
     wy[i] = x_larger ? e * inv : inv;
@@ -186,43 +176,51 @@ TF_TRANSDUCER_CLONES inline void CombineDiagonal(int64_t n, double* a,
 
 }  // namespace mi_internal
 
-// Computes alpha, wx and wy for sequence b's cells with k in [k0, k1) and s
-// in [s0, s1), diagonal by diagonal.  Every cell of the tile is written.
+// Computes alpha, wx and wy of sequence b's cells in `tile`, diagonal by
+// diagonal, and zeroes the tile's part of px_grad and py_grad (the backward
+// pass writes only the steps inside the rectangle).
 template <typename T>
 void MutualInformationForwardTile(const MutualInformationProblem<T>& p,
-                                  int64_t b, int64_t k0, int64_t k1, int64_t s0,
-                                  int64_t s1) {
+                                  int64_t b,
+                                  const MutualInformationTile& tile) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  const int64_t r = p.r(), stride = p.row_stride(), T1 = p.T1, Tl = p.T_len;
+  const int64_t r = p.r(), W = p.row_stride(), T1 = p.T1, Tl = p.T_len;
   const mi_internal::Rect rc = mi_internal::RectOf(p, b);
   const int64_t k_begin = rc.t_begin + r * rc.s_begin;
   const T* px = p.px + b * p.S * T1;
   const T* py = p.py + b * p.width() * Tl;
-  const int64_t offset = b * p.num_rows() * stride + 1;  // column j = s + 1
+  const int64_t offset = b * p.num_diagonals() * W;
   // Short loops would spend most of their time in a scalar remainder, so
   // every diagonal is computed in whole vectors of kLanes cells.
   constexpr int64_t kLanes = 64 / sizeof(T);
-  std::vector<T> scratch(3 * ((s1 - s0 + kLanes - 1) / kLanes * kLanes));
-  for (int64_t k = k0; k < k1; ++k) {
-    T* a_cur = p.alpha + offset + k * stride;
-    T* wx_cur = p.wx + offset + k * stride;
-    T* wy_cur = p.wy + offset + k * stride;
+  const int64_t max_cells = tile.s1 - tile.s0;
+  std::vector<T> scratch(3 * ((max_cells + kLanes - 1) / kLanes * kLanes));
+  for (int64_t s = tile.s0; s < tile.s1; ++s) {
+    if (s < p.S) {
+      T* row = p.px_grad + (b * p.S + s) * T1;
+      std::fill(row + tile.t0, row + std::min(tile.t1, T1), T(0));
+    }
+    T* row = p.py_grad + (b * p.width() + s) * Tl;
+    std::fill(row + tile.t0, row + std::min(tile.t1, Tl), T(0));
+  }
+  int64_t k_lo, k_hi;
+  mi_internal::TileDiagonals(tile, r, &k_lo, &k_hi);
+  for (int64_t k = std::max(k_lo, k_begin); k <= k_hi; ++k) {
     int64_t lo, hi;
-    mi_internal::DiagonalRange(rc, r, k, s0, s1, &lo, &hi);
-    if (k <= k_begin) hi = lo - 1;  // nothing to compute up to the start
-    // Cells of the tile outside [lo, hi]: unreachable.
-    const int64_t fill_end = std::min(lo > hi ? s1 : lo, s1);
-    const int64_t fill_begin = std::max(lo > hi ? s0 : hi + 1, fill_end);
-    for (auto [begin, end] :
-         {std::pair{s0, fill_end}, std::pair{fill_begin, s1}}) {
-      std::fill(a_cur + begin, a_cur + end, kNegInf);
-      std::fill(wx_cur + begin, wx_cur + end, T(0));
-      std::fill(wy_cur + begin, wy_cur + end, T(0));
-    }
-    if (k == k_begin && rc.s_begin >= s0 && rc.s_begin < s1) {
-      a_cur[rc.s_begin] = T(0);
-    }
+    mi_internal::DiagonalRange(rc, tile, r, k, &lo, &hi);
     if (lo > hi) continue;
+    T* a_cur = p.alpha + offset + k * W;
+    T* wx_cur = p.wx + offset + k * W;
+    T* wy_cur = p.wy + offset + k * W;
+    if (k == k_begin) {
+      // The start; for modified px also the rest of its column, which no
+      // path reaches (every x-step takes a frame).
+      std::fill(a_cur + lo, a_cur + hi + 1, kNegInf);
+      std::fill(wx_cur + lo, wx_cur + hi + 1, T(0));
+      std::fill(wy_cur + lo, wy_cur + hi + 1, T(0));
+      if (rc.s_begin >= lo && rc.s_begin <= hi) a_cur[rc.s_begin] = T(0);
+      continue;
+    }
     // Gather the two incoming terms (strided reads of px and py) into
     // contiguous scratch padded to whole vectors with -inf (which the
     // combine step maps to alpha = -inf, wx = wy = 0) ...
@@ -231,7 +229,7 @@ void MutualInformationForwardTile(const MutualInformationProblem<T>& p,
     T* x_in = scratch.data();
     T* y_in = x_in + n_padded;
     T* w_y = y_in + n_padded;
-    const T* a_prev = a_cur - stride;
+    const T* a_prev = a_cur - W;
     auto gather = [&](int64_t s) {  // any cell, with the edge checks
       const int64_t t = k - r * s;
       const int64_t tx = t - 1 + r;  // column of the x-step into (s, t)
@@ -240,8 +238,8 @@ void MutualInformationForwardTile(const MutualInformationProblem<T>& p,
                          : kNegInf;
       y_in[s - lo] = t > rc.t_begin ? a_prev[s] + py[s * Tl + t - 1] : kNegInf;
     };
-    // Only the first cell can lack its x-step and only the last its y-step
-    // (k > k_begin here); the cells between need no checks.
+    // Past the start, only the first cell can lack its x-step and only the
+    // last its y-step; the cells between need no checks.
     gather(lo);
     if (hi > lo) gather(hi);
     {
@@ -272,50 +270,52 @@ template <typename T>
 T MutualInformationScore(const MutualInformationProblem<T>& p, int64_t b) {
   const mi_internal::Rect rc = mi_internal::RectOf(p, b);
   const int64_t k_end = rc.t_end + p.r() * rc.s_end;
-  return p.alpha[(b * p.num_rows() + k_end) * p.row_stride() + rc.s_end + 1];
+  return p.alpha[(b * p.num_diagonals() + k_end) * p.row_stride() + rc.s_end];
 }
 
-// Computes g, px_grad and py_grad for sequence b's cells with k in [k0, k1)
-// (descending) and s in [s0, s1).  Overwrites alpha with g; needs wx, wy and
-// g of diagonal k + 1.  px_grad and py_grad must be zero beforehand (Prepare).
+// Computes g, px_grad and py_grad for sequence b's cells in `tile`, diagonal
+// by diagonal from the last.  Overwrites alpha with g.  Writes only steps
+// inside the rectangle; the forward pass zeroed the rest.
 template <typename T>
 void MutualInformationBackwardTile(const MutualInformationProblem<T>& p,
-                                   int64_t b, int64_t k0, int64_t k1,
-                                   int64_t s0, int64_t s1) {
-  const int64_t r = p.r(), stride = p.row_stride(), T1 = p.T1, Tl = p.T_len;
+                                   int64_t b,
+                                   const MutualInformationTile& tile) {
+  const int64_t r = p.r(), W = p.row_stride(), T1 = p.T1, Tl = p.T_len;
   const mi_internal::Rect rc = mi_internal::RectOf(p, b);
   const int64_t k_end = rc.t_end + r * rc.s_end;
-  const int64_t offset = b * p.num_rows() * stride + 1;
+  const int64_t offset = b * p.num_diagonals() * W;
   T* px_grad = p.px_grad + b * p.S * T1;
   T* py_grad = p.py_grad + b * p.width() * Tl;
-  for (int64_t k = k1 - 1; k >= k0; --k) {
-    T* g_cur = p.alpha + offset + k * stride;
-    const T* g_next = g_cur + stride;
-    const T* wx_next = p.wx + offset + (k + 1) * stride;
-    const T* wy_next = p.wy + offset + (k + 1) * stride;
+  int64_t k_lo, k_hi;
+  mi_internal::TileDiagonals(tile, r, &k_lo, &k_hi);
+  for (int64_t k = std::min(k_hi, k_end); k >= k_lo; --k) {
     int64_t lo, hi;
-    mi_internal::DiagonalRange(rc, r, k, s0, s1, &lo, &hi);
-    // Cells of the tile outside [lo, hi]: no path through them.
-    const int64_t fill_end = std::min(lo > hi ? s1 : lo, s1);
-    const int64_t fill_begin = std::max(lo > hi ? s0 : hi + 1, fill_end);
-    std::fill(g_cur + s0, g_cur + fill_end, T(0));
-    std::fill(g_cur + fill_begin, g_cur + s1, T(0));
-    if (k == k_end && rc.s_end >= lo && rc.s_end <= hi) {
-      // The end cell still holds alpha, the score.
-      g_cur[rc.s_end] = std::isfinite(g_cur[rc.s_end]) ? T(1) : T(0);
-      hi = rc.s_end - 1;  // the end cell is the last in-range cell of k_end
-    }
-    auto cell = [&](int64_t s) {  // any cell, with the edge checks
+    mi_internal::DiagonalRange(rc, tile, r, k, &lo, &hi);
+    if (lo > hi) continue;
+    T* g_cur = p.alpha + offset + k * W;
+    const T* g_next = g_cur + W;
+    const T* wx_next = p.wx + offset + (k + 1) * W;
+    const T* wy_next = p.wy + offset + (k + 1) * W;
+    // Any cell, reading only successors inside the rectangle.
+    auto cell = [&](int64_t s) {
       const int64_t t = k - r * s;
-      const T gx = g_next[s + 1] * wx_next[s + 1];
-      const T gy = g_next[s] * wy_next[s];
-      if (s < rc.s_end && t + 1 - r <= rc.t_end) px_grad[s * T1 + t] = gx;
-      if (t < rc.t_end) py_grad[s * Tl + t] = gy;
+      T gx = T(0), gy = T(0);
+      if (s < rc.s_end && t + 1 - r <= rc.t_end) {
+        gx = g_next[s + 1] * wx_next[s + 1];
+        px_grad[s * T1 + t] = gx;
+      }
+      if (t < rc.t_end) {
+        gy = g_next[s] * wy_next[s];
+        py_grad[s * Tl + t] = gy;
+      }
       g_cur[s] = gx + gy;
     };
-    if (lo > hi) continue;
-    if (r == 0 && k == rc.t_end) {  // modified: the last column, all edges
-      for (int64_t s = lo; s <= hi; ++s) cell(s);
+    if (k == k_end) {
+      // The end cell still holds alpha, the score; for modified px the rest
+      // of the last column has no step left inside the rectangle.
+      for (int64_t s = lo; s <= hi; ++s) {
+        g_cur[s] = s == rc.s_end && std::isfinite(g_cur[s]) ? T(1) : T(0);
+      }
       continue;
     }
     // Only the first cell can lack its y-step and only the last its x-step;

@@ -2,7 +2,6 @@
 // gradient are written out in mutual_information.h.
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -27,14 +26,18 @@ using ::tensorflow::thread::ThreadPool;
 
 namespace {
 
-// Below this many cells per sequence, splitting one sequence into tiles costs
-// more in synchronisation than it gains.
-constexpr int64_t kMinCellsForWavefront = 65536;
+// Below this many cells per sequence (a few ms of work), splitting one
+// sequence into tiles costs more in synchronisation and thread wake-ups than
+// it gains (benchmarks/BENCHMARKS.md).
+constexpr int64_t kMinCellsForWavefront = 1 << 20;
 // The wavefront cuts each sequence into ceil(threads / B) bands of s and
-// kTilesPerBand times as many ranges of k, so that the pipeline's fill and
-// drain (a band waits for the one before it) cost little.
+// kTilesPerBand times as many ranges of t, so that the pipeline's fill and
+// drain (a band waits for the one before it) cost little, each at least
+// kMinTileExtent cells wide so that a diagonal of a tile fills vectors.
 constexpr int64_t kTilesPerBand = 8;
-constexpr int64_t kMinTileExtent = 16;
+constexpr int64_t kMinTileExtent = 32;
+// Rough cost of a cell (forward and backward), for the thread pool's sharding.
+constexpr int64_t kCyclesPerCell = 20;
 
 // True when x[begin, end) holds a NaN or +inf.  Branch-free, so it
 // vectorises.
@@ -48,18 +51,10 @@ bool HasIllegalValue(const T* x, int64_t begin, int64_t end) {
 }
 
 // Returns the first entry of `x` (shape [B, rows, cols]) that is NaN or +inf
-// as {b, row, col}, or an empty vector when there is none.  The scan is
-// split over the thread pool; the search for the position only runs when
-// there is something to report.
+// as {b, row, col}, or an empty vector when there is none.
 template <typename T>
-std::vector<int64_t> FirstIllegalValue(ThreadPool* pool, const T* x,
-                                       int64_t rows, int64_t cols, int64_t n) {
-  std::atomic<bool> any_bad{false};
-  pool->ParallelFor(n, ThreadPool::SchedulingParams::Adaptive(2),
-                    [&](int64_t begin, int64_t end) {
-                      if (HasIllegalValue(x, begin, end)) any_bad = true;
-                    });
-  if (!any_bad) return {};
+std::vector<int64_t> FirstIllegalValue(const T* x, int64_t rows, int64_t cols,
+                                       int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (!(x[i] < std::numeric_limits<T>::infinity())) {
       const int64_t per_batch = rows * cols;
@@ -67,6 +62,14 @@ std::vector<int64_t> FirstIllegalValue(ThreadPool* pool, const T* x,
     }
   }
   return {};
+}
+
+// True when sequence b of the problem has a NaN or +inf in px or py.
+template <typename T>
+bool SequenceHasIllegalValue(const MutualInformationProblem<T>& p, int64_t b) {
+  const int64_t nx = p.S * p.T1, ny = p.width() * p.T_len;
+  return HasIllegalValue(p.px + b * nx, 0, nx) ||
+         HasIllegalValue(p.py + b * ny, 0, ny);
 }
 
 }  // namespace
@@ -129,12 +132,6 @@ class MutualInformationOp : public OpKernel {
                           "] must satisfy 0 <= s_begin <= s_end <= S = ", S,
                           " and 0 <= t_begin <= t_end <= T = ", T));
     }
-    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    CheckValues(ctx, pool, px, "px");
-    if (!ctx->status().ok()) return;
-    CheckValues(ctx, pool, py, "py");
-    if (!ctx->status().ok()) return;
-
     Tensor* scores = nullptr;
     Tensor* px_grad = nullptr;
     Tensor* py_grad = nullptr;
@@ -162,21 +159,34 @@ class MutualInformationOp : public OpKernel {
     p.wx = wx.flat<Scalar>().data();
     p.wy = wy.flat<Scalar>().data();
 
+    // px and py are checked for NaN / +inf sequence by sequence, inside the
+    // parallel work; a sequence that fails is not computed.
+    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     const int threads = pool->NumThreads();
     const int64_t cells = p.num_diagonals() * p.width();
+    std::vector<char> illegal(B, 0);
     if (B < threads && cells >= kMinCellsForWavefront) {
-      RunWavefront(p, pool, threads);
+      for (int64_t b = 0; b < B; ++b) {
+        illegal[b] = SequenceHasIllegalValue(p, b);
+      }
+      if (std::find(illegal.begin(), illegal.end(), 1) == illegal.end()) {
+        RunWavefront(p, pool, threads);
+      }
     } else {
-      RunPerSequence(p, pool);
+      RunPerSequence(p, pool, illegal.data());
+    }
+    if (std::find(illegal.begin(), illegal.end(), 1) != illegal.end()) {
+      ReportIllegalValue(ctx, px, "px");
+      if (ctx->status().ok()) ReportIllegalValue(ctx, py, "py");
     }
   }
 
  private:
-  static void CheckValues(OpKernelContext* ctx, ThreadPool* pool,
-                          const Tensor& x, const char* name) {
-    const std::vector<int64_t> at =
-        FirstIllegalValue(pool, x.flat<Scalar>().data(), x.dim_size(1),
-                          x.dim_size(2), x.NumElements());
+  // Fails the op if x holds a NaN or +inf, naming the first one.
+  static void ReportIllegalValue(OpKernelContext* ctx, const Tensor& x,
+                                 const char* name) {
+    const std::vector<int64_t> at = FirstIllegalValue(
+        x.flat<Scalar>().data(), x.dim_size(1), x.dim_size(2), x.NumElements());
     OP_REQUIRES(ctx, at.empty(),
                 InvalidArgument(name,
                                 " must be finite or -inf (-inf excludes "
@@ -188,63 +198,65 @@ class MutualInformationOp : public OpKernel {
 
   // Many sequences: each thread takes whole sequences, forward then backward.
   static void RunPerSequence(const MutualInformationProblem<Scalar>& p,
-                             ThreadPool* pool) {
-    const int64_t K = p.num_diagonals(), W = p.width();
-    pool->ParallelFor(p.batch,
-                      ThreadPool::SchedulingParams::Adaptive(K * W * 20),
-                      [&p, K, W](int64_t begin, int64_t end) {
+                             ThreadPool* pool, char* illegal) {
+    const MutualInformationTile whole{0, p.width(), 0, p.T_len + 1};
+    const int64_t cost = p.num_diagonals() * p.width() * kCyclesPerCell;
+    pool->ParallelFor(p.batch, ThreadPool::SchedulingParams::Adaptive(cost),
+                      [&p, &whole, illegal](int64_t begin, int64_t end) {
                         for (int64_t b = begin; b < end; ++b) {
-                          MutualInformationPrepare(p, b);
-                          MutualInformationForwardTile(p, b, 0, K, 0, W);
+                          illegal[b] = SequenceHasIllegalValue(p, b);
+                          if (illegal[b]) continue;
+                          MutualInformationForwardTile(p, b, whole);
                           p.scores[b] = MutualInformationScore(p, b);
-                          MutualInformationBackwardTile(p, b, 0, K, 0, W);
+                          MutualInformationBackwardTile(p, b, whole);
                         }
                       });
   }
 
-  // Few, long sequences: each is cut into bands of s and ranges of k, and
-  // the tiles run as a pipelined wavefront (see chain_scheduler.h): a chain
-  // per band, forward over k ascending, then backward over k descending with
-  // the bands in reverse order.
+  // Few, long sequences: each is cut into `bands` bands of s and ranges of
+  // t, and the tiles run as a pipelined wavefront (chain_scheduler.h), one
+  // chain per band: forward with t ascending, then backward with t
+  // descending and the bands in reverse order.
   static void RunWavefront(const MutualInformationProblem<Scalar>& p,
                            ThreadPool* pool, int threads) {
-    const int64_t K = p.num_diagonals(), W = p.width();
+    const int64_t W = p.width(), T_cells = p.T_len + 1;
     const int64_t bands = std::max<int64_t>(
         1, std::min<int64_t>((threads + p.batch - 1) / p.batch,
                              W / kMinTileExtent));
-    const int64_t s_step = (W + bands - 1) / bands;
-    const int64_t k_tiles = std::max<int64_t>(
-        1, std::min<int64_t>(kTilesPerBand * bands, K / kMinTileExtent));
-    const int64_t k_step = (K + k_tiles - 1) / k_tiles;
+    // Bands start on cache-line boundaries of the scratch rows.
+    constexpr int64_t kLine = MutualInformationProblem<Scalar>::kCellsPerLine;
+    const int64_t s_step =
+        ((W + bands - 1) / bands + kLine - 1) / kLine * kLine;
+    const int64_t t_tiles = std::max<int64_t>(
+        1, std::min<int64_t>(kTilesPerBand * bands, T_cells / kMinTileExtent));
+    const int64_t t_step = (T_cells + t_tiles - 1) / t_tiles;
     const int64_t chains = p.batch * bands;
     const int workers = static_cast<int>(std::min<int64_t>(threads, chains));
-
-    for (int64_t b = 0; b < p.batch; ++b) MutualInformationPrepare(p, b);
-    ChainScheduler forward(chains, bands, k_tiles);
-    pool->ParallelFor(workers, ThreadPool::SchedulingParams::Fixed(1),
-                      [&](int64_t, int64_t) {
-                        forward.Work([&](int64_t chain, int64_t kb) {
-                          const int64_t b = chain / bands, sb = chain % bands;
-                          MutualInformationForwardTile(
-                              p, b, kb * k_step, std::min(K, (kb + 1) * k_step),
-                              sb * s_step, std::min(W, (sb + 1) * s_step));
-                        });
-                      });
+    auto tile = [&](int64_t sb, int64_t tb) {
+      return MutualInformationTile{sb * s_step, std::min(W, (sb + 1) * s_step),
+                                   tb * t_step,
+                                   std::min(T_cells, (tb + 1) * t_step)};
+    };
+    ChainScheduler forward(chains, bands, t_tiles);
+    pool->ParallelFor(
+        workers, ThreadPool::SchedulingParams::Fixed(1),
+        [&](int64_t worker, int64_t) {
+          forward.Work(worker, workers, [&](int64_t c, int64_t tb) {
+            MutualInformationForwardTile(p, c / bands, tile(c % bands, tb));
+          });
+        });
     for (int64_t b = 0; b < p.batch; ++b) {
       p.scores[b] = MutualInformationScore(p, b);
     }
-    ChainScheduler backward(chains, bands, k_tiles);
-    pool->ParallelFor(workers, ThreadPool::SchedulingParams::Fixed(1),
-                      [&](int64_t, int64_t) {
-                        backward.Work([&](int64_t chain, int64_t step) {
-                          const int64_t b = chain / bands;
-                          const int64_t sb = bands - 1 - chain % bands;
-                          const int64_t kb = k_tiles - 1 - step;
-                          MutualInformationBackwardTile(
-                              p, b, kb * k_step, std::min(K, (kb + 1) * k_step),
-                              sb * s_step, std::min(W, (sb + 1) * s_step));
-                        });
-                      });
+    ChainScheduler backward(chains, bands, t_tiles);
+    pool->ParallelFor(
+        workers, ThreadPool::SchedulingParams::Fixed(1),
+        [&](int64_t worker, int64_t) {
+          backward.Work(worker, workers, [&](int64_t c, int64_t step) {
+            MutualInformationBackwardTile(
+                p, c / bands, tile(bands - 1 - c % bands, t_tiles - 1 - step));
+          });
+        });
   }
 };
 

@@ -20,12 +20,12 @@ tf.config.threading.set_inter_op_parallelism_threads(3)
 from tests.ops.test_mutual_information import random_case, run  # noqa: E402
 
 # (B, S, T): 1 sequence in 3 bands, 2 sequences in 2 bands each; every case
-# has at least 65536 cells per sequence, the kernel's wavefront threshold.
+# has at least 2^20 cells per sequence, the kernel's wavefront threshold.
 for B, S, T, modified in [
-    (1, 200, 400, False),
-    (2, 150, 500, True),
-    (1, 120, 600, True),
-    (2, 300, 250, False),
+    (1, 1000, 1100, False),
+    (2, 900, 1300, True),
+    (1, 1000, 1100, True),
+    (2, 1030, 1000, False),
 ]:
     rng = np.random.default_rng([B, S, T])
     px, py, bnd = random_case(rng, B, S, T, modified, np.float64, boundary=True)
