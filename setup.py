@@ -8,6 +8,7 @@ it was built against inside the library (cc/common/build_info.cc).
 
 import concurrent.futures
 import glob
+import hashlib
 import os
 import shlex
 import subprocess
@@ -27,6 +28,10 @@ OPT_FLAGS = [
     "-Wall",
     "-Wno-sign-compare",
     "-Wno-deprecated-declarations",
+    # Lets the compiler vectorise loops with selects around floating-point
+    # operations; the kernels never read floating-point exception flags.
+    # (IEEE inf / NaN semantics stay: this is not -ffast-math.)
+    "-fno-trapping-math",
 ]
 
 
@@ -51,7 +56,11 @@ class BuildTfOps(build_ext):
         tf_version, cflags, lflags = _tf_flags()
         cxx = os.environ.get("CXX", "g++")
         out = self.get_ext_fullpath(ext.name)
-        obj_dir = os.path.join(self.build_temp, f"objs-tf{tf_version}")
+        # Objects are reused only when built with the same TensorFlow and flags.
+        flags_id = hashlib.sha1(" ".join([cxx, *cflags, *OPT_FLAGS]).encode())
+        obj_dir = os.path.join(
+            self.build_temp, f"objs-tf{tf_version}-{flags_id.hexdigest()[:10]}"
+        )
         os.makedirs(obj_dir, exist_ok=True)
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         newest_header = max((os.path.getmtime(h) for h in HEADERS), default=0)

@@ -34,13 +34,16 @@
 // The forward pass gets wx and wy almost for free: with hi = max(x_in, y_in)
 // and e = exp(min(x_in, y_in) - hi), alpha = hi + log1p(e), and the weights
 // are 1 / (1 + e) for the larger term and e / (1 + e) for the smaller, both
-// to full relative precision.  The backward pass then needs no exp or log and
-// never reads px or py.  A cell that no path reaches gets wx = wy = 0, so
-// g = 0 there and no NaN can arise.
+// to full relative precision.  The kernel stores e with the sign of "x_in >=
+// y_in" (+e: x is the larger, -e: y is; the sign of zero counts), one number
+// per cell, and the backward pass decodes the weights from it: it needs no
+// exp or log and never reads px or py.  A cell that no path reaches gets
+// e = +0; its own g is 0 and every reached successor gives it weight 0, so
+// no NaN can arise.
 //
 // Both recursions depend only on the previous (forward) or next (backward)
 // "diagonal" k = t + r * s: an x-step and a y-step both raise k by one.  The
-// kernel stores alpha (later g), wx and wy diagonal-major, as [K, S + 1] with
+// kernel stores alpha (later g) and e diagonal-major, as [K, S + 1] with
 // K = T + r * S + 1 (rows padded to cache lines), so all cells of one diagonal
 // are independent and contiguous, and the arithmetic of a diagonal is one
 // vectorised loop (log_space_math.h).  Only cells inside the rectangle are ever
@@ -62,7 +65,7 @@
 namespace tf_transducer {
 
 // One batch of MI problems, in the layout the CPU kernel uses.  Pointers are
-// to row-major buffers; `alpha`, `wx` and `wy` are scratch of buffer_size()
+// to row-major buffers; `alpha` and `e` are scratch of buffer_size()
 // elements.
 template <typename T>
 struct MutualInformationProblem {
@@ -77,8 +80,7 @@ struct MutualInformationProblem {
   T* px_grad;               // [B, S, T1]
   T* py_grad;               // [B, S + 1, T]
   T* alpha;                 // [B, K, row_stride()]: alpha, then g
-  T* wx;                    // [B, K, row_stride()]: P(arrived by x-step)
-  T* wy;                    // [B, K, row_stride()]: P(arrived by y-step)
+  T* e;                     // [B, K, row_stride()]: signed e
 
   int64_t r() const { return T1 == T_len + 1 ? 1 : 0; }
   int64_t width() const { return S + 1; }
@@ -133,27 +135,36 @@ inline void TileDiagonals(const MutualInformationTile& tile, int64_t r,
   *k_hi = tile.t1 - 1 + r * (tile.s1 - 1);
 }
 
-// The arithmetic of one diagonal: on entry a[i] = x_in and wx[i] = y_in of n
-// cells; on exit alpha, wx and wy (see the top of this file).  Compiled for
-// several instruction sets; the loader picks the best one the CPU has.
+// The arithmetic of one diagonal: on entry a[i] = x_in and e[i] = y_in of n
+// cells; on exit alpha and signed e (see the top of this file).
 template <typename T>
-inline void CombineDiagonalImpl(int64_t n, T* __restrict a, T* __restrict wx,
-                                T* __restrict wy) {
+inline void CombineDiagonalImpl(int64_t n, T* __restrict a, T* __restrict e) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; ++i) {
-    const T x_in = a[i], y_in = wx[i];
+    const T x_in = a[i], y_in = e[i];
     const bool x_larger = x_in >= y_in;
     const T larger = x_larger ? x_in : y_in;
     const T smaller = x_larger ? y_in : x_in;
-    const bool reached = larger > kNegInf;
-    // Unreached: e = 0 and both weights 0.  Every operation runs for every
+    // Unreached (larger = -inf): ratio 0.  Every operation runs for every
     // lane (no -inf - -inf), so the loop vectorises.
-    const T e =
-        log_space_math::ExpNonPositive(smaller - (reached ? larger : T(0)));
-    const T inv = (reached ? T(1) : T(0)) / (T(1) + e);
-    a[i] = larger + log_space_math::Log1pUnit(e);
-    wx[i] = x_larger ? inv : e * inv;
-    wy[i] = x_larger ? e * inv : inv;
+    const T ratio = log_space_math::ExpNonPositive(
+        smaller - (larger > kNegInf ? larger : T(0)));
+    a[i] = larger + log_space_math::Log1pUnit(ratio);
+    e[i] = x_larger ? ratio : -ratio;
+  }
+}
+
+// The weights of n cells from their signed e: wx[i] = P(x-step in),
+// wy[i] = P(y-step in).
+template <typename T>
+inline void DecodeWeightsImpl(int64_t n, const T* __restrict e,
+                              T* __restrict wx, T* __restrict wy) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T ratio = std::abs(e[i]);
+    const T inv = T(1) / (T(1) + ratio);
+    const bool x_larger = !std::signbit(e[i]);
+    wx[i] = x_larger ? inv : ratio * inv;
+    wy[i] = x_larger ? ratio * inv : inv;
   }
 }
 
@@ -164,19 +175,29 @@ inline void CombineDiagonalImpl(int64_t n, T* __restrict a, T* __restrict wx,
 #define TF_TRANSDUCER_CLONES
 #endif
 
-TF_TRANSDUCER_CLONES inline void CombineDiagonal(int64_t n, float* a, float* wx,
-                                                 float* wy) {
-  CombineDiagonalImpl(n, a, wx, wy);
+// Compiled for several instruction sets; the loader picks the best one the
+// CPU has.
+TF_TRANSDUCER_CLONES inline void CombineDiagonal(int64_t n, float* a,
+                                                 float* e) {
+  CombineDiagonalImpl(n, a, e);
 }
 TF_TRANSDUCER_CLONES inline void CombineDiagonal(int64_t n, double* a,
-                                                 double* wx, double* wy) {
-  CombineDiagonalImpl(n, a, wx, wy);
+                                                 double* e) {
+  CombineDiagonalImpl(n, a, e);
+}
+TF_TRANSDUCER_CLONES inline void DecodeWeights(int64_t n, const float* e,
+                                               float* wx, float* wy) {
+  DecodeWeightsImpl(n, e, wx, wy);
+}
+TF_TRANSDUCER_CLONES inline void DecodeWeights(int64_t n, const double* e,
+                                               double* wx, double* wy) {
+  DecodeWeightsImpl(n, e, wx, wy);
 }
 #undef TF_TRANSDUCER_CLONES
 
 }  // namespace mi_internal
 
-// Computes alpha, wx and wy of sequence b's cells in `tile`, diagonal by
+// Computes alpha and e of sequence b's cells in `tile`, diagonal by
 // diagonal, and zeroes the tile's part of px_grad and py_grad (the backward
 // pass writes only the steps inside the rectangle).
 template <typename T>
@@ -194,7 +215,7 @@ void MutualInformationForwardTile(const MutualInformationProblem<T>& p,
   // every diagonal is computed in whole vectors of kLanes cells.
   constexpr int64_t kLanes = 64 / sizeof(T);
   const int64_t max_cells = tile.s1 - tile.s0;
-  std::vector<T> scratch(3 * ((max_cells + kLanes - 1) / kLanes * kLanes));
+  std::vector<T> scratch(2 * ((max_cells + kLanes - 1) / kLanes * kLanes));
   for (int64_t s = tile.s0; s < tile.s1; ++s) {
     if (s < p.S) {
       T* row = p.px_grad + (b * p.S + s) * T1;
@@ -210,25 +231,22 @@ void MutualInformationForwardTile(const MutualInformationProblem<T>& p,
     mi_internal::DiagonalRange(rc, tile, r, k, &lo, &hi);
     if (lo > hi) continue;
     T* a_cur = p.alpha + offset + k * W;
-    T* wx_cur = p.wx + offset + k * W;
-    T* wy_cur = p.wy + offset + k * W;
+    T* e_cur = p.e + offset + k * W;
     if (k == k_begin) {
       // The start; for modified px also the rest of its column, which no
       // path reaches (every x-step takes a frame).
       std::fill(a_cur + lo, a_cur + hi + 1, kNegInf);
-      std::fill(wx_cur + lo, wx_cur + hi + 1, T(0));
-      std::fill(wy_cur + lo, wy_cur + hi + 1, T(0));
+      std::fill(e_cur + lo, e_cur + hi + 1, T(0));
       if (rc.s_begin >= lo && rc.s_begin <= hi) a_cur[rc.s_begin] = T(0);
       continue;
     }
     // Gather the two incoming terms (strided reads of px and py) into
     // contiguous scratch padded to whole vectors with -inf (which the
-    // combine step maps to alpha = -inf, wx = wy = 0) ...
+    // combine step maps to alpha = -inf, e = +0) ...
     const int64_t n = hi - lo + 1;
     const int64_t n_padded = (n + kLanes - 1) / kLanes * kLanes;
     T* x_in = scratch.data();
     T* y_in = x_in + n_padded;
-    T* w_y = y_in + n_padded;
     const T* a_prev = a_cur - W;
     auto gather = [&](int64_t s) {  // any cell, with the edge checks
       const int64_t t = k - r * s;
@@ -257,10 +275,9 @@ void MutualInformationForwardTile(const MutualInformationProblem<T>& p,
     std::fill(x_in + n, x_in + n_padded, kNegInf);
     std::fill(y_in + n, y_in + n_padded, kNegInf);
     // ... combine them, vectorised, and store the n real cells.
-    mi_internal::CombineDiagonal(n_padded, x_in, y_in, w_y);
+    mi_internal::CombineDiagonal(n_padded, x_in, y_in);
     std::copy(x_in, x_in + n, a_cur + lo);
-    std::copy(y_in, y_in + n, wx_cur + lo);
-    std::copy(w_y, w_y + n, wy_cur + lo);
+    std::copy(y_in, y_in + n, e_cur + lo);
   }
 }
 
@@ -286,6 +303,12 @@ void MutualInformationBackwardTile(const MutualInformationProblem<T>& p,
   const int64_t offset = b * p.num_diagonals() * W;
   T* px_grad = p.px_grad + b * p.S * T1;
   T* py_grad = p.py_grad + b * p.width() * Tl;
+  // The weights of the successors' diagonal, decoded (vectorised) for cells
+  // s in [lo, hi + 1] at index s - lo.
+  const int64_t max_cells = tile.s1 - tile.s0 + 1;
+  std::vector<T> weights(2 * max_cells);
+  T* wx_next = weights.data();
+  T* wy_next = wx_next + max_cells;
   int64_t k_lo, k_hi;
   mi_internal::TileDiagonals(tile, r, &k_lo, &k_hi);
   for (int64_t k = std::min(k_hi, k_end); k >= k_lo; --k) {
@@ -294,22 +317,25 @@ void MutualInformationBackwardTile(const MutualInformationProblem<T>& p,
     if (lo > hi) continue;
     T* g_cur = p.alpha + offset + k * W;
     const T* g_next = g_cur + W;
-    const T* wx_next = p.wx + offset + (k + 1) * W;
-    const T* wy_next = p.wy + offset + (k + 1) * W;
     // Any cell, reading only successors inside the rectangle.
     auto cell = [&](int64_t s) {
       const int64_t t = k - r * s;
       T gx = T(0), gy = T(0);
       if (s < rc.s_end && t + 1 - r <= rc.t_end) {
-        gx = g_next[s + 1] * wx_next[s + 1];
+        gx = g_next[s + 1] * wx_next[s + 1 - lo];
         px_grad[s * T1 + t] = gx;
       }
       if (t < rc.t_end) {
-        gy = g_next[s] * wy_next[s];
+        gy = g_next[s] * wy_next[s - lo];
         py_grad[s * Tl + t] = gy;
       }
       g_cur[s] = gx + gy;
     };
+    if (k < k_end) {  // e of diagonal k + 1 (may include unused cells)
+      const int64_t n = std::min(hi + 1, p.width() - 1) - lo + 1;
+      mi_internal::DecodeWeights(n, p.e + offset + (k + 1) * W + lo, wx_next,
+                                 wy_next);
+    }
     if (k == k_end) {
       // The end cell still holds alpha, the score; for modified px the rest
       // of the last column has no step left inside the rectangle.
@@ -327,8 +353,8 @@ void MutualInformationBackwardTile(const MutualInformationProblem<T>& p,
     T* py_at = py_grad + (lo + 1) * Tl + t;
     const int64_t px_step = T1 - r, py_step = Tl - r;
     for (int64_t s = lo + 1; s < hi; ++s) {
-      const T gx = g_next[s + 1] * wx_next[s + 1];
-      const T gy = g_next[s] * wy_next[s];
+      const T gx = g_next[s + 1] * wx_next[s + 1 - lo];
+      const T gy = g_next[s] * wy_next[s - lo];
       *px_at = gx;
       *py_at = gy;
       g_cur[s] = gx + gy;

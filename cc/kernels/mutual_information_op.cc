@@ -144,11 +144,10 @@ class MutualInformationOp : public OpKernel {
     p.S = S;
     p.T_len = T;
     p.T1 = T1;
-    Tensor alpha, wx, wy;
+    Tensor alpha, e;
     const TensorShape scratch({p.buffer_size()});
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &alpha));
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &wx));
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &wy));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &e));
     p.px = px.flat<Scalar>().data();
     p.py = py.flat<Scalar>().data();
     p.boundary = bnd.data();
@@ -156,8 +155,7 @@ class MutualInformationOp : public OpKernel {
     p.px_grad = px_grad->flat<Scalar>().data();
     p.py_grad = py_grad->flat<Scalar>().data();
     p.alpha = alpha.flat<Scalar>().data();
-    p.wx = wx.flat<Scalar>().data();
-    p.wy = wy.flat<Scalar>().data();
+    p.e = e.flat<Scalar>().data();
 
     // px and py are checked for NaN / +inf sequence by sequence, inside the
     // parallel work; a sequence that fails is not computed.
