@@ -36,8 +36,6 @@ constexpr int64_t kMinCellsForWavefront = 1 << 20;
 // kMinTileExtent cells wide so that a diagonal of a tile fills vectors.
 constexpr int64_t kTilesPerBand = 8;
 constexpr int64_t kMinTileExtent = 32;
-// Rough cost of a cell (forward and backward), for the thread pool's sharding.
-constexpr int64_t kCyclesPerCell = 20;
 
 // True when x[begin, end) holds a NaN or +inf.  Branch-free, so it
 // vectorises.
@@ -197,11 +195,22 @@ class MutualInformationOp : public OpKernel {
   // Many sequences: each thread takes whole sequences, forward then backward.
   static void RunPerSequence(const MutualInformationProblem<Scalar>& p,
                              ThreadPool* pool, char* illegal) {
+    // One task per sequence, largest rectangle first, handed out to
+    // whichever thread is free: padding-heavy batches still split evenly.
+    const int64_t B = p.batch;
+    std::vector<int64_t> order(B), area(B);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t* row = p.boundary + 4 * b;
+      area[b] = (row[2] - row[0] + 1) * (row[3] - row[1] + 1);
+      order[b] = b;
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return area[x] > area[y]; });
     const MutualInformationTile whole{0, p.width(), 0, p.T_len + 1};
-    const int64_t cost = p.num_diagonals() * p.width() * kCyclesPerCell;
-    pool->ParallelFor(p.batch, ThreadPool::SchedulingParams::Adaptive(cost),
-                      [&p, &whole, illegal](int64_t begin, int64_t end) {
-                        for (int64_t b = begin; b < end; ++b) {
+    pool->ParallelFor(B, ThreadPool::SchedulingParams::Fixed(1),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t i = begin; i < end; ++i) {
+                          const int64_t b = order[i];
                           illegal[b] = SequenceHasIllegalValue(p, b);
                           if (illegal[b]) continue;
                           MutualInformationForwardTile(p, b, whole);
