@@ -12,7 +12,7 @@ PYTEST_WORKERS ?= 2
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip "setuptools>=64" wheel
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel
 	$(PY) -m pip install --quiet "tensorflow==2.21.0"
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[test]"
 	touch $@
