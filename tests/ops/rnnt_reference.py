@@ -1,0 +1,69 @@
+"""A float64 numpy reference of the RNN-T losses, written on the lattice of
+frames and symbols directly (not through px / py), one cell at a time."""
+
+import numpy as np
+
+
+def log_softmax(x, axis=-1):
+    x = np.asarray(x, np.float64)
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def rnnt_loss_reference(
+    logits, symbols, blank, boundary=None, rnnt_type="regular", delay_penalty=0.0
+):
+    """Per-sequence losses [B] of logits [B, T, S + 1, C] (float64).
+
+    alpha[t, s]: log-prob of having consumed t frames and emitted s symbols.
+      blank at (t, s) -> (t + 1, s), for t < t_end;
+      symbol s at (t, s) -> (t, s + 1) (regular, t < t_end),
+                         -> (t + 1, s + 1) (modified),
+                         -> (t + 1, s + 1) paying also the blank at (t, s + 1)
+                            (constrained);
+    a symbol emitted on frame t gains ((t_end - 1) / 2 - t) * delay_penalty.
+    The loss is -alpha[t_end, s_end], starting from alpha[t_begin, s_begin].
+    """
+    lp = log_softmax(logits)
+    B, T, S1, _ = lp.shape
+    S = S1 - 1
+    symbols = np.asarray(symbols)
+    if boundary is None:
+        boundary = np.tile([0, 0, S, T], (B, 1))
+    losses = np.zeros(B)
+    for b, (sb, tb, se, te) in enumerate(np.asarray(boundary)):
+        alpha = np.full((T + 1, S + 1), -np.inf)
+        alpha[tb, sb] = 0.0
+        for t in range(tb, te + 1):
+            for s in range(sb, se + 1):
+                a = alpha[t, s]
+                if a == -np.inf or t == te:  # nothing is emitted after t_end
+                    continue
+                bonus = ((te - 1) / 2 - t) * delay_penalty
+                # blank
+                alpha[t + 1, s] = np.logaddexp(alpha[t + 1, s], a + lp[b, t, s, blank])
+                if s < se:
+                    w = lp[b, t, s, symbols[b, s]] + bonus
+                    if rnnt_type == "regular":
+                        alpha[t, s + 1] = np.logaddexp(alpha[t, s + 1], a + w)
+                    else:
+                        if rnnt_type == "constrained":
+                            w = w + lp[b, t, s + 1, blank]
+                        alpha[t + 1, s + 1] = np.logaddexp(alpha[t + 1, s + 1], a + w)
+        losses[b] = -alpha[te, se]
+    return losses
+
+
+def numerical_gradient(fn, x, eps=1e-6):
+    """Central differences of the scalar fn at x (float64)."""
+    x = np.array(x, np.float64)
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + eps
+        up = fn(x)
+        x[i] = old - eps
+        down = fn(x)
+        x[i] = old
+        grad[i] = (up - down) / (2 * eps)
+    return grad

@@ -1,0 +1,262 @@
+"""RNN-T losses (simple and full) against a numpy lattice reference."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.ops.rnnt_reference import numerical_gradient, rnnt_loss_reference
+from tf_transducer.ops import rnnt
+
+TYPES = ["regular", "modified", "constrained"]
+
+# The 1x2x3x5 case used across RNN-T projects (warp-transducer, torchaudio).
+ACTS_1235 = np.array(
+    [
+        [
+            [
+                [0.1, 0.6, 0.1, 0.1, 0.1],
+                [0.1, 0.1, 0.6, 0.1, 0.1],
+                [0.1, 0.1, 0.2, 0.8, 0.1],
+            ],
+            [
+                [0.1, 0.6, 0.1, 0.1, 0.1],
+                [0.1, 0.1, 0.2, 0.1, 0.1],
+                [0.7, 0.1, 0.2, 0.1, 0.1],
+            ],
+        ]
+    ]
+)
+
+# B=2, T=4, U=3, V=3 from warp-transducer's TensorFlow binding tests.
+ACTS_2433 = np.array(
+    [0.065357, 0.787530, 0.081592, 0.529716, 0.750675, 0.754135,
+     0.609764, 0.868140, 0.622532, 0.668522, 0.858039, 0.164539,
+     0.989780, 0.944298, 0.603168, 0.946783, 0.666203, 0.286882,
+     0.094184, 0.366674, 0.736168, 0.166680, 0.714154, 0.399400,
+     0.535982, 0.291821, 0.612642, 0.324241, 0.800764, 0.524106,
+     0.779195, 0.183314, 0.113745, 0.240222, 0.339470, 0.134160,
+     0.505562, 0.051597, 0.640290, 0.430733, 0.829473, 0.177467,
+     0.320700, 0.042883, 0.302803, 0.675178, 0.569537, 0.558474,
+     0.083132, 0.060165, 0.107958, 0.748615, 0.943918, 0.486356,
+     0.418199, 0.652408, 0.024243, 0.134582, 0.366342, 0.295830,
+     0.923670, 0.689929, 0.741898, 0.250005, 0.603430, 0.987289,
+     0.592606, 0.884672, 0.543450, 0.660770, 0.377128, 0.358021]
+).reshape(2, 4, 3, 3)  # fmt: skip
+
+
+def random_boundary(rng, B, S, T, rnnt_type):
+    s_end = rng.integers(1, S + 1, size=B)
+    t_end = rng.integers(1, T + 1, size=B)
+    if rnnt_type != "regular":
+        t_end = np.maximum(t_end, s_end)
+    s_end[0], t_end[0] = S, T
+    return np.stack([0 * s_end, 0 * s_end, s_end, t_end], 1).astype(np.int64)
+
+
+def random_problem(rng, B=3, T=6, S=4, C=5):
+    logits = rng.normal(size=(B, T, S + 1, C)) * 2
+    symbols = rng.integers(1, C, size=(B, S))
+    return logits, symbols
+
+
+def test_known_value_1x2x3x5():
+    loss = rnnt.rnnt_loss(ACTS_1235, [[1, 2]], 0, reduction="none")
+    np.testing.assert_allclose(loss, [4.495666], rtol=1e-6)
+
+
+def test_blank_index_is_honoured():
+    # The blank-4 loss differs from the blank-0 one (a pure-TF loss in the
+    # field returns the blank-0 value here).
+    loss = rnnt.rnnt_loss(ACTS_1235, [[1, 2]], 4, reduction="none")
+    want = rnnt_loss_reference(ACTS_1235, [[1, 2]], 4)
+    np.testing.assert_allclose(loss, want, rtol=1e-10)
+    np.testing.assert_allclose(loss, [5.0957], atol=1e-4)
+
+
+def test_known_values_warp_transducer_2x4x3x3():
+    loss = rnnt.rnnt_loss(ACTS_2433, [[1, 2], [1, 1]], 0, reduction="none")
+    np.testing.assert_allclose(
+        loss, [4.2806528590890736, 3.9384369822503591], rtol=1e-6
+    )
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+@pytest.mark.parametrize("with_boundary", [False, True], ids=["full", "boundary"])
+@pytest.mark.parametrize("delay_penalty", [0.0, 0.3], ids=["plain", "delay"])
+def test_rnnt_loss_matches_reference(rnnt_type, with_boundary, delay_penalty):
+    rng = np.random.default_rng([len(rnnt_type), with_boundary])
+    logits, symbols = random_problem(rng)
+    B, T, S1, _ = logits.shape
+    bnd = random_boundary(rng, B, S1 - 1, T, rnnt_type) if with_boundary else None
+    got = rnnt.rnnt_loss(
+        logits, symbols, 0, bnd, rnnt_type, delay_penalty, reduction="none"
+    )
+    want = rnnt_loss_reference(logits, symbols, 0, bnd, rnnt_type, delay_penalty)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+@pytest.mark.parametrize("with_boundary", [False, True], ids=["full", "boundary"])
+def test_rnnt_loss_simple_matches_reference(rnnt_type, with_boundary):
+    rng = np.random.default_rng([len(rnnt_type), with_boundary, 1])
+    B, T, S, C = 3, 7, 4, 6
+    lm = rng.normal(size=(B, S + 1, C))
+    am = rng.normal(size=(B, T, C))
+    symbols = rng.integers(0, C, size=(B, S))
+    bnd = random_boundary(rng, B, S, T, rnnt_type) if with_boundary else None
+    got = rnnt.rnnt_loss_simple(
+        lm, am, symbols, 2, bnd, rnnt_type, delay_penalty=0.2, reduction="none"
+    )
+    logits = am[:, :, np.newaxis, :] + lm[:, np.newaxis, :, :]
+    want = rnnt_loss_reference(logits, symbols, 2, bnd, rnnt_type, 0.2)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+def test_simple_and_joint_logprobs_agree_on_added_logits(rnnt_type):
+    rng = np.random.default_rng(2)
+    B, T, S, C = 2, 5, 3, 4
+    lm = rng.normal(size=(B, S + 1, C)) * 5  # large values: the max-shifts matter
+    am = rng.normal(size=(B, T, C)) * 5
+    symbols = rng.integers(0, C, size=(B, S))
+    bnd = random_boundary(rng, B, S, T, rnnt_type)
+    simple = rnnt.get_rnnt_logprobs(lm, am, symbols, 1, rnnt_type, bnd)
+    logits = am[:, :, np.newaxis, :] + lm[:, np.newaxis, :, :]
+    joint = rnnt.get_rnnt_logprobs_joint(logits, symbols, 1, bnd, rnnt_type)
+    for a, b in zip(simple, joint, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_reductions():
+    rng = np.random.default_rng(3)
+    logits, symbols = random_problem(rng)
+    per_seq = rnnt.rnnt_loss(logits, symbols, 0, reduction="none").numpy()
+    assert per_seq.shape == (3,)
+    np.testing.assert_allclose(rnnt.rnnt_loss(logits, symbols, 0), per_seq.mean())
+    np.testing.assert_allclose(
+        rnnt.rnnt_loss(logits, symbols, 0, reduction="sum"), per_seq.sum()
+    )
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+def test_rnnt_loss_gradient_matches_the_reference(rnnt_type):
+    rng = np.random.default_rng(4)
+    logits, symbols = random_problem(rng, B=2, T=4, S=2, C=3)
+    bnd = np.array([[0, 0, 2, 4], [0, 0, 1, 3]])
+    weights = np.array([1.0, -0.5])
+    x = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = rnnt.rnnt_loss(x, symbols, 0, bnd, rnnt_type, 0.1, reduction="none")
+        total = tf.reduce_sum(loss * weights)
+    got = tape.gradient(total, x).numpy()
+
+    def reference(z):
+        return np.sum(weights * rnnt_loss_reference(z, symbols, 0, bnd, rnnt_type, 0.1))
+
+    np.testing.assert_allclose(got, numerical_gradient(reference, logits), atol=1e-7)
+
+
+def test_rnnt_loss_simple_compute_gradient():
+    rng = np.random.default_rng(5)
+    lm = rng.normal(size=(2, 3, 4))
+    am = rng.normal(size=(2, 5, 4))
+    symbols = [[1, 3], [2, 2]]
+
+    def f(lm, am):
+        return rnnt.rnnt_loss_simple(lm, am, symbols, 0, rnnt_type="modified")
+
+    analytic, numeric = tf.test.compute_gradient(f, [lm, am])
+    for a, n in zip(analytic, numeric, strict=True):
+        np.testing.assert_allclose(a, n, atol=1e-7)
+
+
+def test_return_grad_gives_the_occupations_of_the_simple_lattice():
+    rng = np.random.default_rng(6)
+    lm, am = rng.normal(size=(2, 4, 5)), rng.normal(size=(2, 6, 5))
+    symbols = rng.integers(1, 5, size=(2, 3))
+    loss, (px_grad, py_grad) = rnnt.rnnt_loss_simple(
+        lm, am, symbols, 0, reduction="none", return_grad=True
+    )
+    assert px_grad.shape == (2, 3, 7) and py_grad.shape == (2, 4, 6)
+    # Each path emits all S symbols and T blanks.
+    np.testing.assert_allclose(tf.reduce_sum(px_grad, [1, 2]), [3, 3], rtol=1e-10)
+    np.testing.assert_allclose(tf.reduce_sum(py_grad, [1, 2]), [6, 6], rtol=1e-10)
+    np.testing.assert_allclose(
+        loss, rnnt.rnnt_loss_simple(lm, am, symbols, 0, reduction="none")
+    )
+
+
+def test_more_symbols_than_frames_is_legal_for_regular():
+    rng = np.random.default_rng(7)
+    logits, symbols = random_problem(rng, B=2, T=3, S=5, C=4)
+    got = rnnt.rnnt_loss(logits, symbols, 0, reduction="none")
+    np.testing.assert_allclose(got, rnnt_loss_reference(logits, symbols, 0), rtol=1e-10)
+
+
+def test_long_inputs_and_large_logits_stay_finite():
+    rng = np.random.default_rng(8)
+    logits = (rng.normal(size=(1, 2000, 301, 3)) * 1e3).astype(np.float32)
+    symbols = rng.integers(1, 3, size=(1, 300))
+    x = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = rnnt.rnnt_loss(x, symbols, 0)
+    grad = tape.gradient(loss, x)
+    assert np.isfinite(loss.numpy())
+    assert np.isfinite(grad.numpy()).all()
+
+
+# Bad input.
+
+
+def test_symbols_out_of_range_are_rejected():
+    logits = np.zeros((1, 4, 3, 5))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="symbols must lie in"):
+        rnnt.rnnt_loss(logits, [[1, 5]], 0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="symbols must lie in"):
+        rnnt.rnnt_loss_simple(np.zeros((1, 3, 5)), np.zeros((1, 4, 5)), [[-1, 2]], 0)
+
+
+@pytest.mark.parametrize("rnnt_type", ["modified", "constrained"])
+def test_fewer_frames_than_symbols_is_rejected_for_modified(rnnt_type):
+    with pytest.raises(ValueError, match="needs T >= S.*T = 2, S = 3"):
+        rnnt.rnnt_loss(np.zeros((1, 2, 4, 5)), [[1, 2, 3]], 0, rnnt_type=rnnt_type)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(logits=np.zeros((4, 3, 5))), "logits must have rank 4"),
+        (dict(symbols=[[1, 2, 3]]), r"symbols must have shape \[B, S\] = \[1, 2\]"),
+        (dict(symbols=[[1.0, 2.0]]), "symbols must be an integer tensor"),
+        (dict(termination_symbol=5), r"termination_symbol must lie in \[0, C\)"),
+        (dict(rnnt_type="ctc"), "rnnt_type must be one of"),
+        (dict(reduction="avg"), "reduction must be one of"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    args = dict(logits=np.zeros((1, 4, 3, 5)), symbols=[[1, 2]], termination_symbol=0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        rnnt.rnnt_loss(**args)
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+def test_losses_run_under_jit_compile(rnnt_type):
+    # XLA cannot run the custom op; the losses switch to the pure-TF recursion.
+    rng = np.random.default_rng(9)
+    logits, symbols = random_problem(rng)
+    bnd = random_boundary(rng, 3, 4, 6, rnnt_type)
+
+    def loss_and_grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = rnnt.rnnt_loss(x, symbols, 0, bnd, rnnt_type, reduction="sum")
+        return loss, tape.gradient(loss, x)
+
+    x = tf.constant(logits)
+    jit_loss, jit_grad = tf.function(loss_and_grad, jit_compile=True)(x)
+    loss, grad = loss_and_grad(x)
+    np.testing.assert_allclose(jit_loss, loss, rtol=1e-10)
+    np.testing.assert_allclose(jit_grad, grad, rtol=1e-8, atol=1e-12)

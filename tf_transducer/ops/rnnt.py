@@ -1,0 +1,339 @@
+"""RNN-T losses on the mutual-information recursion (k2 / fast_rnnt family).
+
+Every loss here maps an RNN-T lattice to the (px, py) form of
+`mutual_information_recursion`: for a sequence of S symbols and T frames,
+
+    px[b, s, t]: log-prob of emitting symbols[b, s] at (s, t)
+    py[b, s, t]: log-prob of the termination ("blank") symbol at (s, t)
+
+and the loss is minus the log-sum over all alignments.  rnnt_type picks the
+lattice:
+
+  regular:     a symbol keeps the frame.  px is [B, S, T + 1]; px[:, :, T]
+               and, with a boundary, px[b, :, t_end] are -inf: no symbol
+               after the last frame.  S > T is allowed.
+  modified:    a symbol also moves to the next frame.  px is [B, S, T];
+               needs T >= S.
+  constrained: as modified, but a symbol also pays the blank of the next
+               context on the same frame: px += py[:, 1:].  Needs T >= S.
+
+`delay_penalty` adds ((t_end - 1) / 2 - t) * delay_penalty to px[b, :, t],
+rewarding early symbols (k2 issue 955); t_end is T without a boundary.
+
+Argument checks that need values (symbol range, T >= S on dynamic shapes)
+run as graph assertions, which raise InvalidArgumentError, and are skipped
+under XLA.
+"""
+
+import tensorflow as tf
+
+from tf_transducer.ops.mutual_information import mutual_information_recursion
+
+RNNT_TYPES = ("regular", "modified", "constrained")
+REDUCTIONS = ("none", "mean", "sum")
+_NEG_INF = float("-inf")
+
+
+def _check_options(rnnt_type, reduction=None):
+    if rnnt_type not in RNNT_TYPES:
+        raise ValueError(f"rnnt_type must be one of {RNNT_TYPES}, got {rnnt_type!r}")
+    if reduction is not None and reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def _float_tensor(x, name, rank, shape_doc):
+    x = tf.convert_to_tensor(x, name=name)
+    if x.dtype not in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+        raise ValueError(f"{name} must be a float tensor, got {x.dtype.name}")
+    if x.shape.rank != rank:
+        raise ValueError(
+            f"{name} must have rank {rank} {shape_doc}, got shape {x.shape}"
+        )
+    return x
+
+
+def _check_symbols(symbols, batch, num_symbols, num_classes):
+    """symbols as int64 [B, S], checked against B, S and [0, C)."""
+    symbols = tf.convert_to_tensor(symbols, name="symbols")
+    if not symbols.dtype.is_integer:
+        raise ValueError(f"symbols must be an integer tensor, got {symbols.dtype.name}")
+    if symbols.shape.rank != 2:
+        raise ValueError(f"symbols must have rank 2 [B, S], got shape {symbols.shape}")
+    for got, want in ((symbols.shape[0], batch), (symbols.shape[1], num_symbols)):
+        if got is not None and want is not None and got != want:
+            raise ValueError(
+                f"symbols must have shape [B, S] = [{batch}, {num_symbols}], "
+                f"got {symbols.shape}"
+            )
+    if num_symbols == 0:
+        raise ValueError("S must be positive, got symbols with S = 0")
+    symbols = tf.cast(symbols, tf.int64)
+    num_classes = tf.cast(num_classes, tf.int64)
+    tf.debugging.Assert(
+        tf.reduce_all((symbols >= 0) & (symbols < num_classes)),
+        ["symbols must lie in [0, C) with C =", num_classes, "; got", symbols],
+        summarize=64,
+    )
+    return symbols
+
+
+def _check_termination(termination_symbol, num_classes):
+    if not isinstance(termination_symbol, int) or isinstance(termination_symbol, bool):
+        raise ValueError(
+            f"termination_symbol must be a Python int, got {termination_symbol!r}"
+        )
+    if termination_symbol < 0 or (
+        num_classes is not None and termination_symbol >= num_classes
+    ):
+        raise ValueError(
+            f"termination_symbol must lie in [0, C) with C = {num_classes}, "
+            f"got {termination_symbol}"
+        )
+
+
+def _check_frames(num_frames, num_symbols, rnnt_type):
+    """modified / constrained lattices need T >= S."""
+    if rnnt_type == "regular":
+        return
+    if isinstance(num_frames, int) and isinstance(num_symbols, int):
+        if num_frames < num_symbols:
+            raise ValueError(
+                f"rnnt_type {rnnt_type!r} needs T >= S (one frame per symbol), "
+                f"got T = {num_frames}, S = {num_symbols}"
+            )
+        return
+    tf.debugging.Assert(
+        num_frames >= num_symbols,
+        [f"rnnt_type {rnnt_type!r} needs T >= S; T, S =", num_frames, num_symbols],
+    )
+
+
+def _static_or_dynamic(x, axis):
+    static = x.shape[axis]
+    return static if static is not None else tf.shape(x)[axis]
+
+
+def _fix_for_boundary(px, boundary):
+    """regular px: -inf at t = t_end of each sequence (no symbol after it)."""
+    if boundary is None:
+        return px
+    t = tf.range(tf.shape(px)[2], dtype=tf.int64)
+    t_end = tf.cast(boundary, tf.int64)[:, 3, tf.newaxis, tf.newaxis]
+    return tf.where(t[tf.newaxis, tf.newaxis] == t_end, tf.cast(_NEG_INF, px.dtype), px)
+
+
+def _finish_logprobs(px, py, boundary, rnnt_type):
+    if rnnt_type == "regular":
+        return _fix_for_boundary(px, boundary), py
+    if rnnt_type == "constrained":
+        return px + py[:, 1:, :], py
+    return px, py
+
+
+def _add_delay_penalty(px, boundary, rnnt_type, delay_penalty):
+    if delay_penalty <= 0.0:
+        return px
+    t1 = tf.shape(px)[2]
+    t_len = t1 - 1 if rnnt_type == "regular" else t1
+    if boundary is None:
+        t_end = tf.fill([tf.shape(px)[0]], t_len)
+    else:
+        t_end = tf.cast(boundary, tf.int32)[:, 3]
+    offset = tf.cast(t_end - 1, px.dtype) / 2
+    t = tf.cast(tf.range(t1), px.dtype)
+    penalty = (offset[:, tf.newaxis, tf.newaxis] - t) * delay_penalty
+    return px + penalty
+
+
+def _reduce(negated_scores, reduction):
+    if reduction == "none":
+        return -negated_scores
+    if reduction == "mean":
+        return -tf.reduce_mean(negated_scores)
+    return -tf.reduce_sum(negated_scores)
+
+
+def _mi_dtype(x):
+    """The recursion runs in float32 for half-precision inputs."""
+    return x if x.dtype in (tf.float32, tf.float64) else tf.cast(x, tf.float32)
+
+
+def get_rnnt_logprobs(
+    lm, am, symbols, termination_symbol, rnnt_type="regular", boundary=None
+):
+    """px, py of the "simple" RNN-T, whose joiner is lm + am.
+
+    The log-probs are log_softmax(lm[b, s] + am[b, t]) at the symbol and at
+    the termination symbol, computed without forming [B, S + 1, T, C]: the
+    normalisers are log((exp(lm) @ exp(am)^T)) with max-shifts for range.
+
+    Args:
+      lm: float [B, S + 1, C], the prediction-network ("language model") part.
+      am: float [B, T, C], the encoder ("acoustic model") part.
+      symbols: int [B, S], values in [0, C).
+      termination_symbol: int in [0, C), the blank.
+      rnnt_type: "regular", "modified" or "constrained".
+      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
+
+    Returns:
+      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T].
+    """
+    _check_options(rnnt_type)
+    with tf.name_scope("get_rnnt_logprobs"):
+        lm = _float_tensor(lm, "lm", 3, "[B, S + 1, C]")
+        am = _float_tensor(am, "am", 3, "[B, T, C]")
+        am = tf.cast(am, lm.dtype) if am.dtype != lm.dtype else am
+        for axis, what in ((0, "B"), (2, "C")):
+            if (
+                None not in (lm.shape[axis], am.shape[axis])
+                and lm.shape[axis] != am.shape[axis]
+            ):
+                raise ValueError(
+                    f"lm {lm.shape} and am {am.shape} must agree in {what}"
+                )
+        num_classes = _static_or_dynamic(am, 2)
+        _check_termination(termination_symbol, am.shape[2])
+        s_len = lm.shape[1] - 1 if lm.shape[1] is not None else None
+        symbols = _check_symbols(symbols, am.shape[0], s_len, num_classes)
+        num_symbols = _static_or_dynamic(symbols, 1)
+        num_frames = _static_or_dynamic(am, 1)
+        _check_frames(num_frames, num_symbols, rnnt_type)
+
+        lm_max = tf.stop_gradient(tf.reduce_max(lm, axis=2, keepdims=True))
+        am_max = tf.stop_gradient(tf.reduce_max(am, axis=2, keepdims=True))
+        products = tf.matmul(tf.exp(lm - lm_max), tf.exp(am - am_max), transpose_b=True)
+        tiny = tf.constant(
+            tf.experimental.numpy.finfo(lm.dtype.as_numpy_dtype).tiny, lm.dtype
+        )
+        normalizers = (
+            tf.math.log(products + tiny) + lm_max + tf.transpose(am_max, [0, 2, 1])
+        )  # [B, S + 1, T]
+
+        px_am = tf.transpose(tf.gather(am, symbols, axis=2, batch_dims=1), [0, 2, 1])
+        px_lm = tf.gather(lm[:, :-1], symbols[..., tf.newaxis], axis=2, batch_dims=2)
+        px = px_am + px_lm - normalizers[:, :-1]  # [B, S, T]
+        if rnnt_type == "regular":
+            px = tf.pad(px, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
+        py = (
+            am[:, tf.newaxis, :, termination_symbol]
+            + lm[:, :, termination_symbol, tf.newaxis]
+            - normalizers
+        )
+        return _finish_logprobs(px, py, boundary, rnnt_type)
+
+
+def rnnt_loss_simple(
+    lm,
+    am,
+    symbols,
+    termination_symbol,
+    boundary=None,
+    rnnt_type="regular",
+    delay_penalty=0.0,
+    reduction="mean",
+    return_grad=False,
+):
+    """RNN-T loss whose joiner is addition: log_softmax(lm[b, s] + am[b, t]).
+
+    Args:
+      lm: float [B, S + 1, C].
+      am: float [B, T, C].
+      symbols: int [B, S], values in [0, C).
+      termination_symbol: int in [0, C), the blank.
+      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end),
+        default (0, 0, S, T).
+      rnnt_type: "regular", "modified" or "constrained".
+      delay_penalty: float >= 0, see the module docstring.
+      reduction: "none" ([B] losses), "mean" or "sum" (scalars).
+      return_grad: also return (px_grad, py_grad), the occupation
+        probabilities of the lattice's steps (what the pruned loss uses to
+        choose its ranges), as constants.
+
+    Returns:
+      loss, or (loss, (px_grad, py_grad)) with return_grad.
+    """
+    _check_options(rnnt_type, reduction)
+    with tf.name_scope("rnnt_loss_simple"):
+        px, py = get_rnnt_logprobs(
+            lm, am, symbols, termination_symbol, rnnt_type=rnnt_type, boundary=boundary
+        )
+        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+        result = mutual_information_recursion(
+            _mi_dtype(px), _mi_dtype(py), boundary, return_grad=return_grad
+        )
+        if return_grad:
+            scores, grads = result
+            return _reduce(scores, reduction), grads
+        return _reduce(result, reduction)
+
+
+def get_rnnt_logprobs_joint(
+    logits, symbols, termination_symbol, boundary=None, rnnt_type="regular"
+):
+    """px, py from full joiner logits.
+
+    Args:
+      logits: float [B, T, S + 1, C].
+      symbols: int [B, S], values in [0, C).
+      termination_symbol: int in [0, C), the blank.
+      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
+      rnnt_type: "regular", "modified" or "constrained".
+
+    Returns:
+      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T].
+    """
+    _check_options(rnnt_type)
+    with tf.name_scope("get_rnnt_logprobs_joint"):
+        logits = _float_tensor(logits, "logits", 4, "[B, T, S + 1, C]")
+        num_classes = _static_or_dynamic(logits, 3)
+        _check_termination(termination_symbol, logits.shape[3])
+        s_len = logits.shape[2] - 1 if logits.shape[2] is not None else None
+        symbols = _check_symbols(symbols, logits.shape[0], s_len, num_classes)
+        _check_frames(
+            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
+        )
+        normalizers = tf.transpose(tf.reduce_logsumexp(logits, axis=3), [0, 2, 1])
+        index = tf.broadcast_to(
+            symbols[:, tf.newaxis, :, tf.newaxis],
+            tf.concat([tf.shape(logits)[:2], tf.shape(symbols)[1:], [1]], axis=0),
+        )
+        px = tf.gather(logits[:, :, :-1], index, axis=3, batch_dims=3)[..., 0]
+        px = tf.transpose(px, [0, 2, 1]) - normalizers[:, :-1]  # [B, S, T]
+        if rnnt_type == "regular":
+            px = tf.pad(px, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
+        py = tf.transpose(logits[..., termination_symbol], [0, 2, 1]) - normalizers
+        return _finish_logprobs(px, py, boundary, rnnt_type)
+
+
+def rnnt_loss(
+    logits,
+    symbols,
+    termination_symbol,
+    boundary=None,
+    rnnt_type="regular",
+    delay_penalty=0.0,
+    reduction="mean",
+):
+    """The RNN-T loss on full joiner logits.
+
+    Args:
+      logits: float [B, T, S + 1, C], the joiner's output.
+      symbols: int [B, S], values in [0, C).
+      termination_symbol: int in [0, C), the blank.
+      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end),
+        default (0, 0, S, T).
+      rnnt_type: "regular", "modified" or "constrained".
+      delay_penalty: float >= 0, see the module docstring.
+      reduction: "none" ([B] losses), "mean" or "sum" (scalars).
+
+    Returns:
+      The loss: [B] with reduction "none", else a scalar.
+    """
+    _check_options(rnnt_type, reduction)
+    with tf.name_scope("rnnt_loss"):
+        px, py = get_rnnt_logprobs_joint(
+            logits, symbols, termination_symbol, boundary=boundary, rnnt_type=rnnt_type
+        )
+        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+        scores = mutual_information_recursion(_mi_dtype(px), _mi_dtype(py), boundary)
+        return _reduce(scores, reduction)
