@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import tf_transducer as tt
 from tests.ops.rnnt_reference import numerical_gradient, rnnt_loss_reference
 from tf_transducer.ops import rnnt
 
@@ -260,3 +261,80 @@ def test_losses_run_under_jit_compile(rnnt_type):
     loss, grad = loss_and_grad(x)
     np.testing.assert_allclose(jit_loss, loss, rtol=1e-10)
     np.testing.assert_allclose(jit_grad, grad, rtol=1e-8, atol=1e-12)
+
+
+def composite_rnnt_loss(logits, symbols, blank, boundary, rnnt_type, delay_penalty):
+    """The unfused path: get_rnnt_logprobs_joint + the MI recursion."""
+    px, py = rnnt.get_rnnt_logprobs_joint(logits, symbols, blank, boundary, rnnt_type)
+    px = rnnt._add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+    return -tt.mutual_information_recursion(px, py, boundary)
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_op_matches_the_composite_path(rnnt_type, dtype):
+    rng = np.random.default_rng([len(rnnt_type), 10])
+    logits, symbols = random_problem(rng, B=4, T=9, S=5, C=7)
+    logits = tf.constant(logits.astype(dtype))
+    bnd = random_boundary(rng, 4, 5, 9, rnnt_type)
+    weights = tf.constant([1.0, 0.5, -2.0, 3.0], logits.dtype)
+    results = []
+    for fn in (
+        lambda x: rnnt.rnnt_loss(x, symbols, 3, bnd, rnnt_type, 0.1, "none"),
+        lambda x: composite_rnnt_loss(x, symbols, 3, bnd, rnnt_type, 0.1),
+    ):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss = fn(logits)
+            total = tf.reduce_sum(loss * weights)
+        results.append((loss.numpy(), tape.gradient(total, logits).numpy()))
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-10)
+    np.testing.assert_allclose(results[0][0], results[1][0], **tol)
+    np.testing.assert_allclose(
+        results[0][1], results[1][1], atol=tol.get("atol", 1e-12)
+    )
+
+
+def test_padding_does_not_change_the_loss_or_gradients():
+    rng = np.random.default_rng(11)
+    logits, symbols = random_problem(rng, B=2, T=5, S=3, C=4)
+    bnd = np.array([[0, 0, 3, 5], [0, 0, 2, 4]])
+    padded = rng.normal(size=(2, 9, 6, 4)) * 100  # garbage in the padding
+    padded[:, :5, :4] = logits
+    padded_symbols = np.concatenate([symbols, np.ones((2, 2), np.int64)], 1)
+
+    def loss_and_grad(x, s):
+        x = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = rnnt.rnnt_loss(x, s, 0, bnd, reduction="sum")
+        return loss.numpy(), tape.gradient(loss, x).numpy()
+
+    loss, grad = loss_and_grad(logits, symbols)
+    padded_loss, padded_grad = loss_and_grad(padded, padded_symbols)
+    np.testing.assert_allclose(padded_loss, loss, rtol=1e-12)
+    np.testing.assert_allclose(padded_grad[:, :5, :4], grad, rtol=1e-10, atol=1e-14)
+    outside = np.ones(padded.shape, bool)
+    outside[:, :5, :4] = False
+    assert not padded_grad[outside].any()
+
+
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
+def test_half_precision_logits_are_computed_in_float32(dtype):
+    rng = np.random.default_rng(12)
+    logits, symbols = random_problem(rng)
+    x = tf.cast(logits, dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = rnnt.rnnt_loss(x, symbols, 0, reduction="none")
+    grad = tape.gradient(loss, x)
+    assert loss.dtype == tf.float32 and grad.dtype == dtype
+    want = rnnt_loss_reference(tf.cast(x, tf.float64).numpy(), symbols, 0)
+    np.testing.assert_allclose(loss, want, rtol=1e-5)
+
+
+def test_nan_logits_are_rejected():
+    logits = np.zeros((2, 4, 3, 5))
+    logits[1, 2, 1, 3] = np.nan
+    with pytest.raises(tf.errors.InvalidArgumentError, match="logits must be finite"):
+        rnnt.rnnt_loss(logits, [[1, 2], [3, 4]], 0)

@@ -60,8 +60,7 @@ def prepare_inputs(px, py, boundary):
             )
     if boundary is None:
         shape = tf.shape(py, out_type=tf.int64)
-        row = tf.stack([0, 0, shape[1] - 1, shape[2]])
-        boundary = tf.tile(row[tf.newaxis], [shape[0], 1])
+        boundary = default_boundary(shape[0], shape[1] - 1, shape[2])
     else:
         boundary = tf.convert_to_tensor(boundary, name="boundary")
         if not boundary.dtype.is_integer:
@@ -77,6 +76,13 @@ def prepare_inputs(px, py, boundary):
                 f"got {boundary.shape}"
             )
     return px, py, boundary
+
+
+def default_boundary(batch, s_len, t_len):
+    """int64 [B, 4] rows (0, 0, S, T)."""
+    zero = tf.constant(0, tf.int64)
+    row = tf.stack([zero, zero, tf.cast(s_len, tf.int64), tf.cast(t_len, tf.int64)])
+    return tf.tile(row[tf.newaxis], tf.stack([tf.cast(batch, tf.int32), 1]))
 
 
 def runtime_checks(px, py, boundary):

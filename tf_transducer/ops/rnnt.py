@@ -27,7 +27,12 @@ under XLA.
 
 import tensorflow as tf
 
-from tf_transducer.ops.mutual_information import mutual_information_recursion
+from tf_transducer.ops import _loader
+from tf_transducer.ops._validation import default_boundary
+from tf_transducer.ops.mutual_information import (
+    in_xla_context,
+    mutual_information_recursion,
+)
 
 RNNT_TYPES = ("regular", "modified", "constrained")
 REDUCTIONS = ("none", "mean", "sum")
@@ -305,6 +310,13 @@ def get_rnnt_logprobs_joint(
         return _finish_logprobs(px, py, boundary, rnnt_type)
 
 
+@tf.RegisterGradient("TfTransducerRnntLoss")
+def _rnnt_loss_grad(op, d_scores, unused_d_logits_grad):
+    """Scales the gradient the fused op already computed."""
+    scale = d_scores[:, tf.newaxis, tf.newaxis, tf.newaxis]
+    return [op.outputs[1] * scale, None, None, None]
+
+
 def rnnt_loss(
     logits,
     symbols,
@@ -314,7 +326,15 @@ def rnnt_loss(
     delay_penalty=0.0,
     reduction="mean",
 ):
-    """The RNN-T loss on full joiner logits.
+    """The RNN-T loss on full joiner logits, fused.
+
+    One C++ op computes the log-softmax normalisers, gathers the symbol and
+    blank log-probs, runs the recursion and produces the gradient with
+    respect to the logits, with no log-softmax of the logits in memory: the
+    only tensor of the logits' size it allocates is the gradient.  Half
+    precision logits are computed in float32.  Under XLA (`jit_compile=True`),
+    where custom ops cannot run, the same loss is computed from
+    `get_rnnt_logprobs_joint` and the pure-TF recursion.
 
     Args:
       logits: float [B, T, S + 1, C], the joiner's output.
@@ -331,9 +351,43 @@ def rnnt_loss(
     """
     _check_options(rnnt_type, reduction)
     with tf.name_scope("rnnt_loss"):
-        px, py = get_rnnt_logprobs_joint(
-            logits, symbols, termination_symbol, boundary=boundary, rnnt_type=rnnt_type
+        if in_xla_context():
+            px, py = get_rnnt_logprobs_joint(
+                logits, symbols, termination_symbol, boundary, rnnt_type
+            )
+            px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+            scores = mutual_information_recursion(
+                _mi_dtype(px), _mi_dtype(py), boundary
+            )
+            return _reduce(scores, reduction)
+        logits = _float_tensor(logits, "logits", 4, "[B, T, S + 1, C]")
+        _check_termination(termination_symbol, logits.shape[3])
+        s_len = logits.shape[2] - 1 if logits.shape[2] is not None else None
+        symbols = _check_symbols(
+            symbols, logits.shape[0], s_len, _static_or_dynamic(logits, 3)
         )
-        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
-        scores = mutual_information_recursion(_mi_dtype(px), _mi_dtype(py), boundary)
+        _check_frames(
+            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
+        )
+        if delay_penalty < 0:
+            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
+        if boundary is None:
+            boundary = default_boundary(
+                tf.shape(logits, out_type=tf.int64)[0],
+                tf.shape(symbols, out_type=tf.int64)[1],
+                tf.shape(logits, out_type=tf.int64)[1],
+            )
+        else:
+            boundary = tf.cast(
+                tf.convert_to_tensor(boundary, name="boundary"), tf.int64
+            )
+        logits = _mi_dtype(logits)
+        scores, _ = _loader.op_library().tf_transducer_rnnt_loss(
+            logits=logits,
+            symbols=symbols,
+            boundary=boundary,
+            delay_penalty=tf.constant(delay_penalty, logits.dtype),
+            termination_symbol=termination_symbol,
+            rnnt_type=rnnt_type,
+        )
         return _reduce(scores, reduction)

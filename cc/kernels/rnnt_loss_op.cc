@@ -1,0 +1,343 @@
+// CPU kernel of TfTransducerRnntLoss: the RNN-T loss on full joiner logits,
+// fused.  For logits l[b, t, s, :] (S + 1 rows per frame, C classes):
+//
+//   n[b, t, s]   = logsumexp_c l[b, t, s, c]                    (pass 1)
+//   px[b, s, t]  = l[b, t, s, y_s] - n[b, t, s]          (s < S; regular:
+//                  px[:, :, T] = -inf, and -inf at t = t_end)
+//   py[b, s, t]  = l[b, t, s, blank] - n[b, t, s]
+//   constrained: px[b, s, t] += py[b, s + 1, t]
+//   delay penalty: px[b, s, t] += ((t_end - 1) / 2 - t) * delay_penalty
+//
+// then the MI recursion gives the score and the occupations px_grad, py_grad
+// (pass 2, mutual_information.h), and the gradient of the score is
+//
+//   d score / d l[b, t, s, c] = gx [c == y_s] + gy [c == blank]
+//                               - (gx + gy) exp(l[b, t, s, c] - n[b, t, s])
+//
+// with gx = px_grad[b, s, t] and gy = py_grad[b, s, t] (+ px_grad[b, s - 1, t]
+// for constrained, whose x-steps also pay the blank of the next row)
+// (pass 3).  Each logit is read twice and exponentiated twice; nothing of the
+// logits' size is allocated but the gradient itself.  Rows outside a
+// sequence's boundary are skipped in pass 1 and zero in the gradient.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cc/kernels/log_space_math.h"
+#include "cc/kernels/mutual_information.h"
+#include "cc/kernels/mutual_information_cpu.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/lib/core/errors.h"
+
+namespace tf_transducer {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::errors::InvalidArgument;
+using ::tensorflow::thread::ThreadPool;
+
+namespace {
+
+enum class RnntType { kRegular, kModified, kConstrained };
+
+// Largest value of x[0, n) and log(sum(exp(x - max))); vectorised.
+template <typename T>
+void LogSumExpParts(const T* x, int64_t n, T* max_out, T* log_sum_out) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  if (m == -std::numeric_limits<T>::infinity()) {
+    *max_out = m;
+    *log_sum_out = T(0);
+    return;
+  }
+  T sum = T(0);
+  for (int64_t i = 0; i < n; ++i) {
+    sum += log_space_math::ExpNonPositive(x[i] - m);
+  }
+  *max_out = m;
+  *log_sum_out = std::log(sum);
+}
+
+// grad[0, n) = -g * exp(x - norm); vectorised.
+template <typename T>
+void ScaledNegativeSoftmax(const T* x, int64_t n, T norm, T g, T* grad) {
+  for (int64_t i = 0; i < n; ++i) {
+    grad[i] = -g * log_space_math::ExpNonPositive(x[i] - norm);
+  }
+}
+
+}  // namespace
+
+template <typename Scalar>
+class RnntLossOp : public OpKernel {
+ public:
+  explicit RnntLossOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank_));
+    std::string type;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type));
+    type_ = type == "regular"    ? RnntType::kRegular
+            : type == "modified" ? RnntType::kModified
+                                 : RnntType::kConstrained;
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& logits = ctx->input(0);
+    const Tensor& symbols = ctx->input(1);
+    const Tensor& boundary = ctx->input(2);
+    const Tensor& penalty = ctx->input(3);
+    OP_REQUIRES(ctx, penalty.dims() == 0,
+                InvalidArgument("delay_penalty must be a scalar, got shape ",
+                                penalty.shape().DebugString()));
+    const Scalar delay_penalty = penalty.scalar<Scalar>()();
+    OP_REQUIRES(
+        ctx, delay_penalty >= 0,
+        InvalidArgument("delay_penalty must be >= 0, got ", delay_penalty));
+    OP_REQUIRES(
+        ctx, logits.dims() == 4,
+        InvalidArgument("logits must have rank 4 [B, T, S + 1, C], got ",
+                        logits.shape().DebugString()));
+    const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
+                  S = logits.dim_size(2) - 1, C = logits.dim_size(3);
+    OP_REQUIRES(ctx, B > 0 && T > 0 && S > 0 && C > 0,
+                InvalidArgument("logits must have B, T, S and C positive "
+                                "(shape [B, T, S + 1, C]), got ",
+                                logits.shape().DebugString()));
+    OP_REQUIRES(
+        ctx,
+        symbols.dims() == 2 && symbols.dim_size(0) == B &&
+            symbols.dim_size(1) == S,
+        InvalidArgument("symbols must have shape [B, S] = [", B, ", ", S,
+                        "] to match logits ", logits.shape().DebugString(),
+                        ", got ", symbols.shape().DebugString()));
+    OP_REQUIRES(ctx,
+                boundary.dims() == 2 && boundary.dim_size(0) == B &&
+                    boundary.dim_size(1) == 4,
+                InvalidArgument("boundary must have shape [B, 4] = [", B,
+                                ", 4], got ", boundary.shape().DebugString()));
+    OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
+                InvalidArgument("termination_symbol must lie in [0, C) with "
+                                "C = ",
+                                C, ", got ", blank_));
+    OP_REQUIRES(ctx, type_ == RnntType::kRegular || T >= S,
+                InvalidArgument("modified and constrained RNN-T need T >= S, "
+                                "got T = ",
+                                T, ", S = ", S));
+    const auto sym = symbols.matrix<int64_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < S; ++s) {
+        OP_REQUIRES(
+            ctx, sym(b, s) >= 0 && sym(b, s) < C,
+            InvalidArgument("symbols must lie in [0, C) with C = ", C,
+                            ", got symbols[", b, ", ", s, "] = ", sym(b, s)));
+      }
+    }
+    const auto bnd = boundary.matrix<int64_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      OP_REQUIRES(
+          ctx,
+          0 <= bnd(b, 0) && bnd(b, 0) <= bnd(b, 2) && bnd(b, 2) <= S &&
+              0 <= bnd(b, 1) && bnd(b, 1) <= bnd(b, 3) && bnd(b, 3) <= T,
+          InvalidArgument("boundary[", b, "] = [", bnd(b, 0), ", ", bnd(b, 1),
+                          ", ", bnd(b, 2), ", ", bnd(b, 3),
+                          "] must satisfy 0 <= s_begin <= s_end <= S = ", S,
+                          " and 0 <= t_begin <= t_end <= T = ", T));
+    }
+
+    Tensor* scores = nullptr;
+    Tensor* grad = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({B}), &scores));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, logits.shape(), &grad));
+
+    const bool regular = type_ == RnntType::kRegular;
+    const int64_t T1 = regular ? T + 1 : T;
+    const tensorflow::DataType dt = logits.dtype();
+    Tensor px, py, px_grad, py_grad, norms;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, TensorShape({B, S, T1}), &px));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_temp(dt, TensorShape({B, S + 1, T}), &py));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, px.shape(), &px_grad));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, py.shape(), &py_grad));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_temp(dt, TensorShape({B, T, S + 1}), &norms));
+
+    Problem pr;
+    pr.B = B;
+    pr.T = T;
+    pr.S = S;
+    pr.C = C;
+    pr.T1 = T1;
+    pr.logits = logits.flat<Scalar>().data();
+    pr.symbols = sym.data();
+    pr.boundary = bnd.data();
+    pr.px = px.flat<Scalar>().data();
+    pr.py = py.flat<Scalar>().data();
+    pr.norms = norms.flat<Scalar>().data();
+    pr.grad = grad->flat<Scalar>().data();
+
+    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    const int64_t row_cost = (S + 1) * C * 8;
+    // Pass 1: normalisers, px and py.
+    pool->ParallelFor(B * T, ThreadPool::SchedulingParams::Adaptive(row_cost),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t i = begin; i < end; ++i) {
+                          LogProbsOfFrame(pr, i / T, i % T);
+                        }
+                      });
+    FinishPx(pr, delay_penalty);
+
+    // Pass 2: the recursion.
+    MutualInformationProblem<Scalar> mi;
+    mi.batch = B;
+    mi.S = S;
+    mi.T_len = T;
+    mi.T1 = T1;
+    mi.px = pr.px;
+    mi.py = pr.py;
+    mi.boundary = pr.boundary;
+    mi.scores = scores->flat<Scalar>().data();
+    mi.px_grad = px_grad.flat<Scalar>().data();
+    mi.py_grad = py_grad.flat<Scalar>().data();
+    Tensor alpha, e;
+    const TensorShape scratch({mi.buffer_size()});
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, scratch, &alpha));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, scratch, &e));
+    mi.alpha = alpha.flat<Scalar>().data();
+    mi.e = e.flat<Scalar>().data();
+    std::vector<char> illegal(B, 0);
+    RunMutualInformationCpu(mi, pool, illegal.data());
+    for (int64_t b = 0; b < B; ++b) {
+      OP_REQUIRES(ctx, !illegal[b],
+                  InvalidArgument("logits must be finite or -inf; sequence ", b,
+                                  " of logits ", logits.shape().DebugString(),
+                                  " has a NaN or +inf"));
+    }
+
+    // Pass 3: the gradient.
+    pr.px_grad = mi.px_grad;
+    pr.py_grad = mi.py_grad;
+    pool->ParallelFor(B * T, ThreadPool::SchedulingParams::Adaptive(row_cost),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t i = begin; i < end; ++i) {
+                          GradientOfFrame(pr, i / T, i % T);
+                        }
+                      });
+  }
+
+ private:
+  struct Problem {
+    int64_t B, T, S, C, T1;
+    const Scalar* logits;     // [B, T, S + 1, C]
+    const int64_t* symbols;   // [B, S]
+    const int64_t* boundary;  // [B, 4]
+    Scalar* px;               // [B, S, T1]
+    Scalar* py;               // [B, S + 1, T]
+    Scalar* norms;            // [B, T, S + 1]
+    const Scalar* px_grad;    // [B, S, T1]
+    const Scalar* py_grad;    // [B, S + 1, T]
+    Scalar* grad;             // [B, T, S + 1, C]
+  };
+
+  // Whether row (b, t, s) of the logits takes part in sequence b's lattice.
+  static bool RowUsed(const Problem& pr, int64_t b, int64_t t, int64_t s) {
+    const int64_t* row = pr.boundary + 4 * b;
+    return s >= row[0] && s <= row[2] && t >= row[1] && t < row[3];
+  }
+
+  // Pass 1 for frame t of sequence b: n, px and py of its S + 1 rows.  Rows
+  // outside the boundary get px = py = 0 (never read by the recursion).
+  void LogProbsOfFrame(const Problem& pr, int64_t b, int64_t t) const {
+    const int64_t S = pr.S, C = pr.C, T = pr.T, T1 = pr.T1;
+    for (int64_t s = 0; s <= S; ++s) {
+      Scalar* py = pr.py + (b * (S + 1) + s) * T + t;
+      Scalar* px = s < S ? pr.px + (b * S + s) * T1 + t : nullptr;
+      Scalar* norm = pr.norms + (b * T + t) * (S + 1) + s;
+      if (!RowUsed(pr, b, t, s)) {
+        *py = Scalar(0);
+        if (px) *px = Scalar(0);
+        *norm = Scalar(0);
+        continue;
+      }
+      const Scalar* l = pr.logits + ((b * T + t) * (S + 1) + s) * C;
+      Scalar m, log_sum;
+      LogSumExpParts(l, C, &m, &log_sum);
+      *norm = m + log_sum;  // -inf for a row of -inf logits
+      const bool empty = m == -std::numeric_limits<Scalar>::infinity();
+      constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+      *py = empty ? kNegInf : (l[blank_] - m) - log_sum;
+      if (px) {
+        *px = empty ? kNegInf : (l[pr.symbols[b * S + s]] - m) - log_sum;
+      }
+    }
+  }
+
+  // The -inf column of regular px, the constrained blank and the delay
+  // penalty, which mix rows and frames.
+  void FinishPx(const Problem& pr, Scalar delay_penalty) const {
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    const int64_t S = pr.S, T = pr.T, T1 = pr.T1;
+    for (int64_t b = 0; b < pr.B; ++b) {
+      const int64_t t_end = pr.boundary[4 * b + 3];
+      for (int64_t s = 0; s < S; ++s) {
+        Scalar* px = pr.px + (b * S + s) * T1;
+        if (type_ == RnntType::kRegular) {
+          px[T] = kNegInf;
+          px[t_end] = kNegInf;  // no symbol after the last frame
+        } else if (type_ == RnntType::kConstrained) {
+          const Scalar* py_next = pr.py + (b * (S + 1) + s + 1) * T;
+          for (int64_t t = 0; t < T; ++t) px[t] += py_next[t];
+        }
+        if (delay_penalty > 0) {
+          const Scalar offset = Scalar(t_end - 1) / 2;
+          for (int64_t t = 0; t < T1; ++t) {
+            px[t] += (offset - Scalar(t)) * delay_penalty;
+          }
+        }
+      }
+    }
+  }
+
+  // Pass 3 for frame t of sequence b.
+  void GradientOfFrame(const Problem& pr, int64_t b, int64_t t) const {
+    const int64_t S = pr.S, C = pr.C, T = pr.T, T1 = pr.T1;
+    for (int64_t s = 0; s <= S; ++s) {
+      Scalar* grad = pr.grad + ((b * T + t) * (S + 1) + s) * C;
+      Scalar gx = s < S ? pr.px_grad[(b * S + s) * T1 + t] : Scalar(0);
+      Scalar gy = pr.py_grad[(b * (S + 1) + s) * T + t];
+      if (type_ == RnntType::kConstrained && s > 0) {
+        gy += pr.px_grad[(b * S + s - 1) * T1 + t];
+      }
+      const Scalar g = gx + gy;
+      if (g == Scalar(0)) {  // no path uses this row (or outside boundary)
+        std::fill(grad, grad + C, Scalar(0));
+        continue;
+      }
+      const Scalar* l = pr.logits + ((b * T + t) * (S + 1) + s) * C;
+      ScaledNegativeSoftmax(l, C, pr.norms[(b * T + t) * (S + 1) + s], g, grad);
+      if (s < S) grad[pr.symbols[b * S + s]] += gx;
+      grad[blank_] += gy;
+    }
+  }
+
+  int blank_;
+  RnntType type_;
+};
+
+#define TF_TRANSDUCER_REGISTER_RNNT(T)                                        \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfTransducerRnntLoss").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+      RnntLossOp<T>)
+
+TF_TRANSDUCER_REGISTER_RNNT(float);
+TF_TRANSDUCER_REGISTER_RNNT(double);
+#undef TF_TRANSDUCER_REGISTER_RNNT
+
+}  // namespace tf_transducer
