@@ -1,5 +1,6 @@
-// CPU kernel of TfTransducerRnntLoss: the RNN-T loss on full joiner logits,
-// fused.  For logits l[b, t, s, :] (S + 1 rows per frame, C classes):
+// CPU kernels of TfTransducerRnntLoss and TfTransducerRnntLossGrad: the
+// RNN-T loss on full joiner logits, fused.  For logits l[b, t, s, :] (S + 1
+// rows per frame, C classes):
 //
 //   n[b, t, s]   = logsumexp_c l[b, t, s, c]                    (pass 1)
 //   px[b, s, t]  = l[b, t, s, y_s] - n[b, t, s]          (s < S; regular:
@@ -15,10 +16,13 @@
 //                               - (gx + gy) exp(l[b, t, s, c] - n[b, t, s])
 //
 // with gx = px_grad[b, s, t] and gy = py_grad[b, s, t] (+ px_grad[b, s - 1, t]
-// for constrained, whose x-steps also pay the blank of the next row)
-// (pass 3).  Each logit is read twice and exponentiated twice; nothing of the
-// logits' size is allocated but the gradient itself.  Rows outside a
-// sequence's boundary are skipped in pass 1 and zero in the gradient.
+// for constrained, whose x-steps also pay the blank of the next row).  The
+// loss op does passes 1 and 2 and returns n, px_grad and py_grad (all
+// O(B T S)); the gradient op does pass 3, times the incoming gradient, when
+// (and only when) a gradient is asked for.  Each logit is read and
+// exponentiated once per pass; nothing of the logits' size is allocated but
+// the gradient itself.  Rows outside a sequence's boundary are skipped in
+// pass 1 and zero in the gradient.
 
 #include <algorithm>
 #include <cmath>
@@ -49,21 +53,40 @@ namespace {
 
 enum class RnntType { kRegular, kModified, kConstrained };
 
-// Largest value of x[0, n) and log(sum(exp(x - max))); vectorised.
+// Reductions keep kLanes partial results so that they vectorise (a single
+// floating-point accumulator cannot be reordered by the compiler).
+constexpr int kLanes = 16;
+
+// Largest value of x[0, n) and log(sum(exp(x - max))).  A NaN anywhere makes
+// the sum NaN.
 template <typename T>
 void LogSumExpParts(const T* x, int64_t n, T* max_out, T* log_sum_out) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  if (m == -std::numeric_limits<T>::infinity()) {
-    *max_out = m;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  T lane_max[kLanes];
+  std::fill(lane_max, lane_max + kLanes, kNegInf);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      lane_max[j] = std::max(lane_max[j], x[i + j]);
+    }
+  }
+  T m = *std::max_element(lane_max, lane_max + kLanes);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  *max_out = m;
+  if (m == kNegInf) {
     *log_sum_out = T(0);
     return;
   }
-  T sum = T(0);
-  for (int64_t i = 0; i < n; ++i) {
-    sum += log_space_math::ExpNonPositive(x[i] - m);
+  T lane_sum[kLanes] = {};
+  i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      lane_sum[j] += log_space_math::ExpNonPositive(x[i + j] - m);
+    }
   }
-  *max_out = m;
+  T sum = T(0);
+  for (int j = 0; j < kLanes; ++j) sum += lane_sum[j];
+  for (; i < n; ++i) sum += log_space_math::ExpNonPositive(x[i] - m);
   *log_sum_out = std::log(sum);
 }
 
@@ -75,6 +98,12 @@ void ScaledNegativeSoftmax(const T* x, int64_t n, T norm, T g, T* grad) {
   }
 }
 
+RnntType ParseRnntType(const std::string& type) {
+  return type == "regular"    ? RnntType::kRegular
+         : type == "modified" ? RnntType::kModified
+                              : RnntType::kConstrained;
+}
+
 }  // namespace
 
 template <typename Scalar>
@@ -84,9 +113,7 @@ class RnntLossOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank_));
     std::string type;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type));
-    type_ = type == "regular"    ? RnntType::kRegular
-            : type == "modified" ? RnntType::kModified
-                                 : RnntType::kConstrained;
+    type_ = ParseRnntType(type);
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -152,22 +179,23 @@ class RnntLossOp : public OpKernel {
                           " and 0 <= t_begin <= t_end <= T = ", T));
     }
 
-    Tensor* scores = nullptr;
-    Tensor* grad = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({B}), &scores));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, logits.shape(), &grad));
-
     const bool regular = type_ == RnntType::kRegular;
     const int64_t T1 = regular ? T + 1 : T;
     const tensorflow::DataType dt = logits.dtype();
-    Tensor px, py, px_grad, py_grad, norms;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, TensorShape({B, S, T1}), &px));
+    Tensor* scores = nullptr;
+    Tensor* px_grad = nullptr;
+    Tensor* py_grad = nullptr;
+    Tensor* norms = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({B}), &scores));
     OP_REQUIRES_OK(ctx,
-                   ctx->allocate_temp(dt, TensorShape({B, S + 1, T}), &py));
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, px.shape(), &px_grad));
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, py.shape(), &py_grad));
+                   ctx->allocate_output(1, TensorShape({B, S, T1}), &px_grad));
+    OP_REQUIRES_OK(
+        ctx, ctx->allocate_output(2, TensorShape({B, S + 1, T}), &py_grad));
     OP_REQUIRES_OK(ctx,
-                   ctx->allocate_temp(dt, TensorShape({B, T, S + 1}), &norms));
+                   ctx->allocate_output(3, TensorShape({B, T, S + 1}), &norms));
+    Tensor px, py;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, px_grad->shape(), &px));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, py_grad->shape(), &py));
 
     Problem pr;
     pr.B = B;
@@ -180,8 +208,7 @@ class RnntLossOp : public OpKernel {
     pr.boundary = bnd.data();
     pr.px = px.flat<Scalar>().data();
     pr.py = py.flat<Scalar>().data();
-    pr.norms = norms.flat<Scalar>().data();
-    pr.grad = grad->flat<Scalar>().data();
+    pr.norms = norms->flat<Scalar>().data();
 
     ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     const int64_t row_cost = (S + 1) * C * 8;
@@ -204,8 +231,8 @@ class RnntLossOp : public OpKernel {
     mi.py = pr.py;
     mi.boundary = pr.boundary;
     mi.scores = scores->flat<Scalar>().data();
-    mi.px_grad = px_grad.flat<Scalar>().data();
-    mi.py_grad = py_grad.flat<Scalar>().data();
+    mi.px_grad = px_grad->flat<Scalar>().data();
+    mi.py_grad = py_grad->flat<Scalar>().data();
     Tensor alpha, e;
     const TensorShape scratch({mi.buffer_size()});
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, scratch, &alpha));
@@ -220,16 +247,6 @@ class RnntLossOp : public OpKernel {
                                   " of logits ", logits.shape().DebugString(),
                                   " has a NaN or +inf"));
     }
-
-    // Pass 3: the gradient.
-    pr.px_grad = mi.px_grad;
-    pr.py_grad = mi.py_grad;
-    pool->ParallelFor(B * T, ThreadPool::SchedulingParams::Adaptive(row_cost),
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t i = begin; i < end; ++i) {
-                          GradientOfFrame(pr, i / T, i % T);
-                        }
-                      });
   }
 
  private:
@@ -241,9 +258,6 @@ class RnntLossOp : public OpKernel {
     Scalar* px;               // [B, S, T1]
     Scalar* py;               // [B, S + 1, T]
     Scalar* norms;            // [B, T, S + 1]
-    const Scalar* px_grad;    // [B, S, T1]
-    const Scalar* py_grad;    // [B, S + 1, T]
-    Scalar* grad;             // [B, T, S + 1, C]
   };
 
   // Whether row (b, t, s) of the logits takes part in sequence b's lattice.
@@ -305,28 +319,98 @@ class RnntLossOp : public OpKernel {
     }
   }
 
-  // Pass 3 for frame t of sequence b.
-  void GradientOfFrame(const Problem& pr, int64_t b, int64_t t) const {
-    const int64_t S = pr.S, C = pr.C, T = pr.T, T1 = pr.T1;
-    for (int64_t s = 0; s <= S; ++s) {
-      Scalar* grad = pr.grad + ((b * T + t) * (S + 1) + s) * C;
-      Scalar gx = s < S ? pr.px_grad[(b * S + s) * T1 + t] : Scalar(0);
-      Scalar gy = pr.py_grad[(b * (S + 1) + s) * T + t];
-      if (type_ == RnntType::kConstrained && s > 0) {
-        gy += pr.px_grad[(b * S + s - 1) * T1 + t];
-      }
-      const Scalar g = gx + gy;
-      if (g == Scalar(0)) {  // no path uses this row (or outside boundary)
-        std::fill(grad, grad + C, Scalar(0));
-        continue;
-      }
-      const Scalar* l = pr.logits + ((b * T + t) * (S + 1) + s) * C;
-      ScaledNegativeSoftmax(l, C, pr.norms[(b * T + t) * (S + 1) + s], g, grad);
-      if (s < S) grad[pr.symbols[b * S + s]] += gx;
-      grad[blank_] += gy;
-    }
+  int blank_;
+  RnntType type_;
+};
+
+// Pass 3: scale[b] * d scores[b] / d logits.
+template <typename Scalar>
+class RnntLossGradOp : public OpKernel {
+ public:
+  explicit RnntLossGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank_));
+    std::string type;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type));
+    type_ = ParseRnntType(type);
   }
 
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& logits = ctx->input(0);
+    const Tensor& symbols = ctx->input(1);
+    const Tensor& px_grad = ctx->input(2);
+    const Tensor& py_grad = ctx->input(3);
+    const Tensor& norms = ctx->input(4);
+    const Tensor& scale = ctx->input(5);
+    OP_REQUIRES(ctx, logits.dims() == 4,
+                InvalidArgument("logits must have rank 4, got ",
+                                logits.shape().DebugString()));
+    const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
+                  S = logits.dim_size(2) - 1, C = logits.dim_size(3);
+    const int64_t T1 = type_ == RnntType::kRegular ? T + 1 : T;
+    // Inputs come from TfTransducerRnntLoss; check them all the same.
+    OP_REQUIRES(
+        ctx,
+        symbols.shape() == TensorShape({B, S}) &&
+            px_grad.shape() == TensorShape({B, S, T1}) &&
+            py_grad.shape() == TensorShape({B, S + 1, T}) &&
+            norms.shape() == TensorShape({B, T, S + 1}) &&
+            scale.shape() == TensorShape({B}),
+        InvalidArgument("TfTransducerRnntLossGrad got inconsistent shapes: "
+                        "logits ",
+                        logits.shape().DebugString(), ", symbols ",
+                        symbols.shape().DebugString(), ", px_grad ",
+                        px_grad.shape().DebugString(), ", py_grad ",
+                        py_grad.shape().DebugString(), ", normalizers ",
+                        norms.shape().DebugString(), ", scale ",
+                        scale.shape().DebugString()));
+    OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
+                InvalidArgument("termination_symbol must lie in [0, C)"));
+    Tensor* grad = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, logits.shape(), &grad));
+    const Scalar* l_all = logits.flat<Scalar>().data();
+    const int64_t* sym = symbols.flat<int64_t>().data();
+    const Scalar* gx_all = px_grad.flat<Scalar>().data();
+    const Scalar* gy_all = py_grad.flat<Scalar>().data();
+    const Scalar* n_all = norms.flat<Scalar>().data();
+    const Scalar* d = scale.flat<Scalar>().data();
+    Scalar* out = grad->flat<Scalar>().data();
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < S; ++s) {
+        OP_REQUIRES(ctx, sym[b * S + s] >= 0 && sym[b * S + s] < C,
+                    InvalidArgument("symbols must lie in [0, C)"));
+      }
+    }
+    const bool constrained = type_ == RnntType::kConstrained;
+    auto frame = [&](int64_t b, int64_t t) {
+      for (int64_t s = 0; s <= S; ++s) {
+        const int64_t row = (b * T + t) * (S + 1) + s;
+        Scalar* g_row = out + row * C;
+        Scalar gx = s < S ? gx_all[(b * S + s) * T1 + t] : Scalar(0);
+        Scalar gy = gy_all[(b * (S + 1) + s) * T + t];
+        if (constrained && s > 0) gy += gx_all[(b * S + s - 1) * T1 + t];
+        gx *= d[b];
+        gy *= d[b];
+        const Scalar g = gx + gy;
+        if (g == Scalar(0)) {  // no path uses this row (or outside boundary)
+          std::fill(g_row, g_row + C, Scalar(0));
+          continue;
+        }
+        ScaledNegativeSoftmax(l_all + row * C, C, n_all[row], g, g_row);
+        if (s < S) g_row[sym[b * S + s]] += gx;
+        g_row[blank_] += gy;
+      }
+    };
+    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    pool->ParallelFor(B * T,
+                      ThreadPool::SchedulingParams::Adaptive((S + 1) * C * 4),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t i = begin; i < end; ++i) {
+                          frame(i / T, i % T);
+                        }
+                      });
+  }
+
+ private:
   int blank_;
   RnntType type_;
 };
@@ -334,7 +418,11 @@ class RnntLossOp : public OpKernel {
 #define TF_TRANSDUCER_REGISTER_RNNT(T)                                        \
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfTransducerRnntLoss").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      RnntLossOp<T>)
+      RnntLossOp<T>);                                                         \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                    \
+                              .Device(DEVICE_CPU)                             \
+                              .TypeConstraint<T>("T"),                        \
+                          RnntLossGradOp<T>)
 
 TF_TRANSDUCER_REGISTER_RNNT(float);
 TF_TRANSDUCER_REGISTER_RNNT(double);

@@ -1,4 +1,4 @@
-// Registration of the fused RNN-T loss op.
+// Registration of the fused RNN-T loss ops.
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -10,38 +10,63 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
+namespace {
+
+// logits [B, T, S + 1, C] and symbols [B, S]: B and S + 1 must agree.
+Status MergeLogitsAndSymbols(InferenceContext* c, ShapeHandle* logits,
+                             DimensionHandle* batch, DimensionHandle* frames,
+                             DimensionHandle* rows) {
+  ShapeHandle symbols;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, logits));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &symbols));
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(*logits, 0), c->Dim(symbols, 0), batch));
+  TF_RETURN_IF_ERROR(c->Add(c->Dim(symbols, 1), 1, rows));
+  TF_RETURN_IF_ERROR(c->Merge(*rows, c->Dim(*logits, 2), rows));
+  *frames = c->Dim(*logits, 1);
+  return Status();
+}
+
+}  // namespace
+
 REGISTER_OP("TfTransducerRnntLoss")
     .Input("logits: T")
     .Input("symbols: int64")
     .Input("boundary: int64")
     .Input("delay_penalty: T")
     .Output("scores: T")
-    .Output("logits_grad: T")
+    .Output("px_grad: T")
+    .Output("py_grad: T")
+    .Output("normalizers: T")
     .Attr("T: {float, double}")
     .Attr("termination_symbol: int")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
     .SetShapeFn([](InferenceContext* c) -> Status {
-      ShapeHandle logits, symbols, boundary, penalty;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &logits));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &symbols));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &boundary));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 0, &penalty));
-      DimensionHandle batch, four, s_plus_1;
+      ShapeHandle logits, boundary, penalty;
+      DimensionHandle batch, frames, rows, four, frames_1, symbols;
       TF_RETURN_IF_ERROR(
-          c->Merge(c->Dim(logits, 0), c->Dim(symbols, 0), &batch));
+          MergeLogitsAndSymbols(c, &logits, &batch, &frames, &rows));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &boundary));
       TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(boundary, 0), &batch));
       TF_RETURN_IF_ERROR(c->WithValue(c->Dim(boundary, 1), 4, &four));
-      TF_RETURN_IF_ERROR(c->Add(c->Dim(symbols, 1), 1, &s_plus_1));
-      TF_RETURN_IF_ERROR(c->Merge(s_plus_1, c->Dim(logits, 2), &s_plus_1));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 0, &penalty));
+      TF_RETURN_IF_ERROR(c->Subtract(rows, 1, &symbols));
+      std::string rnnt_type;
+      TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
+      frames_1 = frames;
+      if (rnnt_type == "regular") {
+        TF_RETURN_IF_ERROR(c->Add(frames, 1, &frames_1));
+      }
       c->set_output(0, c->Vector(batch));
-      c->set_output(1, logits);
+      c->set_output(1, c->MakeShape({batch, symbols, frames_1}));
+      c->set_output(2, c->MakeShape({batch, rows, frames}));
+      c->set_output(3, c->MakeShape({batch, frames, rows}));
       return Status();
     })
     .Doc(R"doc(
-RNN-T log-likelihood of joiner logits and its gradient, in one pass: the
-log-softmax normalisers, the symbol and blank log-probs, the
-mutual-information recursion, and d sum(scores) / d logits, without forming a
-log-softmax of the logits.
+RNN-T log-likelihood of joiner logits, fused: the log-softmax normalisers,
+the symbol and blank log-probs and the mutual-information recursion, without
+forming a log-softmax of the logits.  Also returns what the gradient needs,
+all of size O(B T S): TfTransducerRnntLossGrad turns it into the gradient.
 
 logits: [B, T, S + 1, C] joiner output.
 symbols: [B, S] label sequences, values in [0, C).
@@ -49,7 +74,37 @@ boundary: [B, 4] rows (s_begin, t_begin, s_end, t_end).
 delay_penalty: scalar >= 0; adds ((t_end - 1) / 2 - t) * delay_penalty to the
   log-prob of every symbol emitted on frame t.
 scores: [B] log-probability of the labels (minus the loss).
-logits_grad: d sum(scores) / d logits, the shape of logits.
+px_grad: [B, S, T + 1] (regular) or [B, S, T]: occupation of symbol steps.
+py_grad: [B, S + 1, T]: occupation of blank steps.
+normalizers: [B, T, S + 1]: logsumexp of each row of logits.
+)doc");
+
+REGISTER_OP("TfTransducerRnntLossGrad")
+    .Input("logits: T")
+    .Input("symbols: int64")
+    .Input("px_grad: T")
+    .Input("py_grad: T")
+    .Input("normalizers: T")
+    .Input("scale: T")
+    .Output("logits_grad: T")
+    .Attr("T: {float, double}")
+    .Attr("termination_symbol: int")
+    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
+    .SetShapeFn([](InferenceContext* c) -> Status {
+      ShapeHandle logits, scale;
+      DimensionHandle batch, frames, rows;
+      TF_RETURN_IF_ERROR(
+          MergeLogitsAndSymbols(c, &logits, &batch, &frames, &rows));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &scale));
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(scale, 0), &batch));
+      c->set_output(0, logits);
+      return Status();
+    })
+    .Doc(R"doc(
+scale[b] * d scores[b] / d logits for TfTransducerRnntLoss, in one pass over
+the logits.
+
+logits_grad: the shape of logits.
 )doc");
 
 }  // namespace tf_transducer

@@ -311,10 +311,21 @@ def get_rnnt_logprobs_joint(
 
 
 @tf.RegisterGradient("TfTransducerRnntLoss")
-def _rnnt_loss_grad(op, d_scores, unused_d_logits_grad):
-    """Scales the gradient the fused op already computed."""
-    scale = d_scores[:, tf.newaxis, tf.newaxis, tf.newaxis]
-    return [op.outputs[1] * scale, None, None, None]
+def _rnnt_loss_grad(op, d_scores, *unused_d_statistics):
+    """One pass over the logits: the forward op kept what it needs."""
+    logits, symbols = op.inputs[0], op.inputs[1]
+    _, px_grad, py_grad, normalizers = op.outputs
+    d_logits = _loader.op_library().tf_transducer_rnnt_loss_grad(
+        logits=logits,
+        symbols=symbols,
+        px_grad=px_grad,
+        py_grad=py_grad,
+        normalizers=normalizers,
+        scale=d_scores,
+        termination_symbol=op.get_attr("termination_symbol"),
+        rnnt_type=op.get_attr("rnnt_type"),
+    )
+    return [d_logits, None, None, None]
 
 
 def rnnt_loss(
@@ -382,7 +393,7 @@ def rnnt_loss(
                 tf.convert_to_tensor(boundary, name="boundary"), tf.int64
             )
         logits = _mi_dtype(logits)
-        scores, _ = _loader.op_library().tf_transducer_rnnt_loss(
+        scores, *_ = _loader.op_library().tf_transducer_rnnt_loss(
             logits=logits,
             symbols=symbols,
             boundary=boundary,
