@@ -1,20 +1,17 @@
 """Benchmark of the MI recursion: forward + backward, float32.
 
-Each configuration lives in its own interpreter (a TensorFlow process fixes
-its thread counts when it starts).  All of them start first; then the parent
-asks them for one timing each, in turn, round after round, so that the
-configurations are measured side by side and a change in the machine's load
-hits them all alike.  Reported: medians over the rounds, and
+Each configuration lives in its own interpreter and all are timed in turn,
+round after round (benchmarks/_harness.py).  Reported: medians over the
+rounds, and
 
   * the C++ op vs the pure-TF path, at B=8, S=60, T=300;
   * the op with 1 vs 2 threads, at that size and for one long sequence
     (the kernel's wavefront schedule);
   * how the op's time grows when B * S * T grows 4x (B x4, or S and T x2).
 
-One timing is the median of three `tf.function` calls, after 0.1 s of the
-same calls to keep the cores awake; each call does --inner passes, one after
-the other, of scores plus the gradients of their sum with respect to px and
-py, and counts as its time / --inner.  "threads" sets both of TensorFlow's
+One timing is one `tf.function` call doing --inner passes, one after the
+other, of scores plus the gradients of their sum with respect to px and py,
+divided by --inner.  "threads" sets both of TensorFlow's
 thread counts.  "op alone" is one call of the op with return_grad=True,
 which computes the gradients in the same kernel; the others differentiate
 with a GradientTape.
@@ -24,11 +21,12 @@ Usage: python benchmarks/bench_mutual_information.py [--rounds 30]
 
 import os
 import platform
-import subprocess
 import sys
-import time
 
 from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 30, "Timings per configuration.", lower_bound=3)
 INNER = flags.DEFINE_integer(
@@ -91,21 +89,7 @@ def serve(impl, threads, B, S, T):
         return total
 
     zero = tf.constant(0.0, px.dtype)
-    for _ in range(3):  # tracing and warm-up
-        steps(px, py, zero).numpy()
-    print("ready", flush=True)
-    for _ in sys.stdin:
-        # Keep the cores busy for a while first: on a virtual machine an idle
-        # core sleeps, and waking it costs more than the work being timed.
-        until = time.perf_counter() + 0.1
-        while time.perf_counter() < until:
-            steps(px, py, zero).numpy()
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            steps(px, py, zero).numpy()
-            times.append((time.perf_counter() - start) / INNER.value)
-        print(sorted(times)[1], flush=True)
+    _harness.serve(lambda: steps(px, py, zero).numpy(), inner=INNER.value)
 
 
 def main(argv):
@@ -114,29 +98,17 @@ def main(argv):
         impl, *nums = WORKER.value.split(",")
         serve(impl, *map(int, nums))
         return
-    workers = {}
+    commands = {}
     for impl, threads, shape in CASES:
         spec = ",".join(map(str, (impl, threads, *shape)))
-        workers[impl, threads, shape] = subprocess.Popen(
-            [sys.executable, __file__, f"--worker={spec}", f"--inner={INNER.value}"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-    for proc in workers.values():
-        if proc.stdout.readline().strip() != "ready":
-            raise RuntimeError("a benchmark worker failed to start")
-    samples = {key: [] for key in workers}
-    for _ in range(ROUNDS.value):
-        for key, proc in workers.items():
-            proc.stdin.write("run\n")
-            proc.stdin.flush()
-            samples[key].append(float(proc.stdout.readline()))
-    for proc in workers.values():
-        proc.stdin.close()
-        proc.wait()
-    ms = {key: sorted(v)[len(v) // 2] * 1e3 for key, v in samples.items()}
+        commands[impl, threads, shape] = [
+            sys.executable,
+            __file__,
+            f"--worker={spec}",
+            f"--inner={INNER.value}",
+        ]
+    seconds, _ = _harness.run_interleaved(commands, ROUNDS.value)
+    ms = {key: value * 1e3 for key, value in seconds.items()}
 
     machine = platform.processor() or platform.machine()
     print(
