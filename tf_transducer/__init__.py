@@ -5,11 +5,15 @@ The public API; everything else is internal.
 
 from tf_transducer.ops import (
     OpLibraryError,
+    do_rnnt_pruning,
     get_rnnt_logprobs,
     get_rnnt_logprobs_joint,
+    get_rnnt_logprobs_pruned,
+    get_rnnt_prune_ranges,
     mutual_information_recursion,
     mutual_information_recursion_tf,
     rnnt_loss,
+    rnnt_loss_pruned,
     rnnt_loss_simple,
 )
 
@@ -17,10 +21,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "OpLibraryError",
+    "do_rnnt_pruning",
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",
+    "get_rnnt_logprobs_pruned",
+    "get_rnnt_prune_ranges",
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
     "rnnt_loss",
+    "rnnt_loss_pruned",
     "rnnt_loss_simple",
 ]

@@ -67,3 +67,53 @@ def numerical_gradient(fn, x, eps=1e-6):
         x[i] = old
         grad[i] = (up - down) / (2 * eps)
     return grad
+
+
+def prune_ranges_reference(px_grad, py_grad, boundary, s_range):
+    """ranges [B, T, s_range] as the pruned-RNN-T recipe defines them."""
+    B, S, T1 = px_grad.shape
+    T = py_grad.shape[2]
+    step = 2 if T1 == T else min(s_range, S + 1)
+    s_range = min(s_range, S + 1)
+    s_begin = np.zeros((B, T), np.int64)
+    for b in range(B):
+        _, _, s_end, t_end = boundary[b]
+        for t in range(T):
+            if t < t_end - 1:
+                window = [
+                    py_grad[b, i : i + s_range, t].sum()
+                    - (px_grad[b, i - 1, t] if i > 0 else 0.0)
+                    for i in range(S + 2 - s_range)
+                ]
+                s_begin[b, t] = int(np.argmax(window))  # the first maximum
+            else:
+                s_begin[b, t] = max(s_end - s_range + 1, 0)
+        x = s_begin[b]
+        for t in range(T - 2, -1, -1):  # non-decreasing lower bound
+            x[t] = min(x[t], x[t + 1])
+        ramp = (step - 1) * np.arange(T)
+        y = ramp - x
+        for t in range(T - 2, -1, -1):
+            y[t] = min(y[t], y[t + 1])
+        s_begin[b] = ramp - np.maximum(y, 0)
+    return s_begin[..., np.newaxis] + np.arange(s_range)
+
+
+def pruned_logprobs_reference(logits, symbols, ranges, blank, boundary, rnnt_type):
+    """px, py (float64) of pruned logits [B, T, s_range, C], cell by cell."""
+    lp = log_softmax(logits)
+    B, T, s_range, _ = lp.shape
+    S = np.shape(symbols)[1]
+    px = np.full((B, S, T + (rnnt_type == "regular")), -np.inf)
+    py = np.full((B, S + 1, T), -np.inf)
+    for b, t, j in np.ndindex(B, T, s_range):
+        s = ranges[b, t, j]
+        py[b, s, t] = lp[b, t, j, blank]
+        if s < S:
+            px[b, s, t] = lp[b, t, j, symbols[b][s]]
+    if rnnt_type == "regular" and boundary is not None:
+        for b in range(B):
+            px[b, :, boundary[b][3]] = -np.inf
+    if rnnt_type == "constrained":
+        px = px + py[:, 1:, :]
+    return px, py

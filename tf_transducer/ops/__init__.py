@@ -7,19 +7,27 @@ from tf_transducer.ops.mutual_information import (
 )
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 from tf_transducer.ops.rnnt import (
+    do_rnnt_pruning,
     get_rnnt_logprobs,
     get_rnnt_logprobs_joint,
+    get_rnnt_logprobs_pruned,
+    get_rnnt_prune_ranges,
     rnnt_loss,
+    rnnt_loss_pruned,
     rnnt_loss_simple,
 )
 
 __all__ = [
     "OpLibraryError",
+    "do_rnnt_pruning",
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",
+    "get_rnnt_logprobs_pruned",
+    "get_rnnt_prune_ranges",
     "in_xla_context",
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
     "rnnt_loss",
+    "rnnt_loss_pruned",
     "rnnt_loss_simple",
 ]

@@ -70,7 +70,7 @@ def _check_symbols(symbols, batch, num_symbols, num_classes):
                 f"symbols must have shape [B, S] = [{batch}, {num_symbols}], "
                 f"got {symbols.shape}"
             )
-    if num_symbols == 0:
+    if symbols.shape[1] == 0:
         raise ValueError("S must be positive, got symbols with S = 0")
     symbols = tf.cast(symbols, tf.int64)
     num_classes = tf.cast(num_classes, tf.int64)
@@ -401,4 +401,220 @@ def rnnt_loss(
             termination_symbol=termination_symbol,
             rnnt_type=rnnt_type,
         )
+        return _reduce(scores, reduction)
+
+
+def _monotonic_lower_bound(x):
+    """The largest non-decreasing sequence <= x along the last axis.
+
+    y[..., i] = min(x[..., i:]), in log2(n) doubling steps (TF has no cummin):
+    after the step with shift k, y[i] is the minimum of x[i : i + 2k].
+    """
+    n = tf.shape(x)[-1]
+    no_padding = tf.zeros([tf.rank(x) - 1, 2], tf.int32)
+
+    def body(shift, y):
+        padding = tf.concat([no_padding, [[0, shift]]], axis=0)
+        ahead = tf.pad(y[..., shift:], padding, constant_values=x.dtype.max)
+        return shift * 2, tf.minimum(y, ahead)
+
+    _, y = tf.while_loop(lambda shift, _: shift < n, body, (tf.constant(1), x))
+    return y
+
+
+def _adjust_pruning_lower_bound(s_begin, s_range):
+    """Makes s_begin [B, T] non-decreasing, start at 0 and step by < s_range.
+
+    With r = s_range - 1, s_begin[t + 1] - s_begin[t] <= r holds exactly when
+    s_begin[t] - r t is non-increasing, i.e. r t - s_begin[t] non-decreasing:
+    so the monotonic lower bound is taken of that, clamped at 0 (the first
+    frame starts at symbol 0) and mapped back.
+    """
+    s_begin = _monotonic_lower_bound(s_begin)
+    ramp = (s_range - 1) * tf.range(tf.shape(s_begin)[1], dtype=s_begin.dtype)
+    flipped = _monotonic_lower_bound(ramp - s_begin)
+    return ramp - tf.maximum(flipped, 0)
+
+
+def get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range):
+    """The s_range symbols to keep at each frame, from the simple loss.
+
+    For each frame t, ranges[b, t] = s_begin[b, t] + [0, s_range), where
+    s_begin maximises the occupation of the window (blank steps inside it
+    minus the symbol step into it), then is made non-decreasing, starting at
+    0, stepping by less than s_range (by at most 1 for modified / constrained
+    px), and ending at s_end - s_range + 1 on the last frames.
+
+    Args:
+      px_grad: float [B, S, T + 1] or [B, S, T], from
+        `rnnt_loss_simple(..., return_grad=True)`.
+      py_grad: float [B, S + 1, T].
+      boundary: int [B, 4] rows (s_begin, t_begin, s_end, t_end).
+      s_range: int, symbols kept per frame: >= 2 for regular px, >= 1
+        otherwise; values above S act as S + 1.
+
+    Returns:
+      int64 [B, T, s_range].
+    """
+    with tf.name_scope("get_rnnt_prune_ranges"):
+        px_grad = tf.convert_to_tensor(px_grad, name="px_grad")
+        py_grad = tf.convert_to_tensor(py_grad, name="py_grad")
+        if px_grad.shape.rank != 3 or py_grad.shape.rank != 3:
+            raise ValueError(
+                f"px_grad and py_grad must have rank 3, got {px_grad.shape} "
+                f"and {py_grad.shape}"
+            )
+        s_len, t_len = py_grad.shape[1] - 1, py_grad.shape[2]
+        modified = px_grad.shape[2] == t_len
+        if not isinstance(s_range, int) or s_range < (1 if modified else 2):
+            raise ValueError(
+                f"s_range must be an int >= {1 if modified else 2} for "
+                f"{'modified' if modified else 'regular'} px, got {s_range!r}"
+            )
+        s_range = min(s_range, s_len + 1)
+        boundary = tf.cast(tf.convert_to_tensor(boundary, name="boundary"), tf.int64)
+        # Occupation of the blank steps in each window of s_range rows.
+        windows = tf.signal.frame(py_grad, s_range, 1, axis=1)  # [B, W, s_range, T]
+        window_sum = tf.reduce_sum(windows, axis=2)
+        px_pad = tf.pad(px_grad, [[0, 0], [1, 0], [0, 0]])[
+            :, : s_len + 2 - s_range, :t_len
+        ]
+        score = window_sum - px_pad  # [B, S + 2 - s_range, T]
+        # argmax over windows, the first on a tie.
+        best = tf.reduce_max(score, axis=1, keepdims=True)
+        index = tf.range(tf.shape(score, out_type=tf.int64)[1])[
+            tf.newaxis, :, tf.newaxis
+        ]
+        s_begin = tf.reduce_min(
+            tf.where(score == best, index, tf.int64.max), axis=1
+        )  # [B, T]
+        t = tf.range(t_len, dtype=tf.int64)[tf.newaxis]
+        last = tf.maximum(boundary[:, 2:3] - s_range + 1, 0)
+        s_begin = tf.where(t < boundary[:, 3:4] - 1, s_begin, last)
+        s_begin = _adjust_pruning_lower_bound(s_begin, 2 if modified else s_range)
+        return s_begin[..., tf.newaxis] + tf.range(s_range, dtype=tf.int64)
+
+
+def do_rnnt_pruning(am, lm, ranges):
+    """The encoder and prediction outputs at the kept (frame, symbol) pairs.
+
+    Args:
+      am: float [B, T, C], encoder output.
+      lm: float [B, S + 1, C], prediction-network output.
+      ranges: int [B, T, s_range] from `get_rnnt_prune_ranges`.
+
+    Returns:
+      (am_pruned, lm_pruned), both [B, T, s_range, C]; a joiner applied to
+      them gives the logits of `rnnt_loss_pruned`.
+    """
+    with tf.name_scope("do_rnnt_pruning"):
+        am = tf.convert_to_tensor(am, name="am")
+        lm = tf.convert_to_tensor(lm, name="lm")
+        ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
+        if am.shape.rank != 3 or lm.shape.rank != 3 or ranges.shape.rank != 3:
+            raise ValueError(
+                f"am [B, T, C], lm [B, S + 1, C] and ranges [B, T, s_range] "
+                f"must have rank 3, got {am.shape}, {lm.shape}, {ranges.shape}"
+            )
+        lm_pruned = tf.gather(lm, ranges, axis=1, batch_dims=1)
+        am_pruned = tf.broadcast_to(am[:, :, tf.newaxis, :], tf.shape(lm_pruned))
+        return am_pruned, lm_pruned
+
+
+def _unprune(values, begin, width):
+    """[B, T, s_range] values at s = begin + j -> [B, T, width], -inf elsewhere."""
+    s_range = tf.shape(values, out_type=tf.int64)[2]
+    j = tf.range(width, dtype=tf.int64)[tf.newaxis, tf.newaxis] - begin[..., tf.newaxis]
+    inside = (j >= 0) & (j < s_range)
+    picked = tf.gather(
+        values, tf.clip_by_value(j, 0, s_range - 1), axis=2, batch_dims=2
+    )
+    return tf.where(inside, picked, tf.cast(_NEG_INF, values.dtype))
+
+
+def get_rnnt_logprobs_pruned(
+    logits, symbols, ranges, termination_symbol, boundary, rnnt_type="regular"
+):
+    """px, py from the logits of a pruned joiner.
+
+    Args:
+      logits: float [B, T, s_range, C]: the joiner at (t, ranges[b, t, j]).
+      symbols: int [B, S], values in [0, C).
+      ranges: int [B, T, s_range] from `get_rnnt_prune_ranges`.
+      termination_symbol: int in [0, C), the blank.
+      boundary: int [B, 4] rows (s_begin, t_begin, s_end, t_end), or None.
+      rnnt_type: "regular", "modified" or "constrained".
+
+    Returns:
+      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T]; -inf at the
+      pruned-away (frame, symbol) pairs.
+    """
+    _check_options(rnnt_type)
+    with tf.name_scope("get_rnnt_logprobs_pruned"):
+        logits = _float_tensor(logits, "logits", 4, "[B, T, s_range, C]")
+        _check_termination(termination_symbol, logits.shape[3])
+        symbols = _check_symbols(
+            symbols,
+            logits.shape[0],
+            None,
+            _static_or_dynamic(logits, 3),
+        )
+        ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
+        if ranges.shape.rank != 3:
+            raise ValueError(
+                f"ranges must have rank 3 [B, T, s_range], got {ranges.shape}"
+            )
+        s_len = tf.shape(symbols, out_type=tf.int64)[1]
+        _check_frames(
+            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
+        )
+        normalizers = tf.reduce_logsumexp(logits, axis=3)  # [B, T, s_range]
+        blank = tf.fill(
+            [tf.shape(symbols)[0], 1], tf.constant(termination_symbol, tf.int64)
+        )
+        with_blank = tf.concat([symbols, blank], axis=1)  # [B, S + 1]
+        pruned_symbols = tf.gather(with_blank, ranges, axis=1, batch_dims=1)
+        px = tf.gather(logits, pruned_symbols[..., tf.newaxis], axis=3, batch_dims=3)
+        px = px[..., 0] - normalizers
+        begin = ranges[:, :, 0]
+        px = tf.transpose(_unprune(px, begin, s_len), [0, 2, 1])  # [B, S, T]
+        if rnnt_type == "regular":
+            px = tf.pad(px, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
+        py = logits[..., termination_symbol] - normalizers
+        py = tf.transpose(_unprune(py, begin, s_len + 1), [0, 2, 1])  # [B, S + 1, T]
+        return _finish_logprobs(px, py, boundary, rnnt_type)
+
+
+def rnnt_loss_pruned(
+    logits,
+    symbols,
+    ranges,
+    termination_symbol,
+    boundary=None,
+    rnnt_type="regular",
+    delay_penalty=0.0,
+    reduction="mean",
+):
+    """The RNN-T loss on a pruned joiner's logits [B, T, s_range, C].
+
+    Args:
+      logits: float [B, T, s_range, C]: the joiner at (t, ranges[b, t, j]).
+      symbols: int [B, S], values in [0, C).
+      ranges: int [B, T, s_range] from `get_rnnt_prune_ranges`.
+      termination_symbol: int in [0, C), the blank.
+      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
+      rnnt_type: "regular", "modified" or "constrained".
+      delay_penalty: float >= 0, see the module docstring.
+      reduction: "none" ([B] losses), "mean" or "sum" (scalars).
+
+    Returns:
+      The loss: [B] with reduction "none", else a scalar.
+    """
+    _check_options(rnnt_type, reduction)
+    with tf.name_scope("rnnt_loss_pruned"):
+        px, py = get_rnnt_logprobs_pruned(
+            logits, symbols, ranges, termination_symbol, boundary, rnnt_type
+        )
+        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+        scores = mutual_information_recursion(_mi_dtype(px), _mi_dtype(py), boundary)
         return _reduce(scores, reduction)

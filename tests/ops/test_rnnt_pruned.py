@@ -1,0 +1,155 @@
+"""Pruned RNN-T: ranges, pruning, pruned log-probs and loss."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.ops.rnnt_reference import (
+    log_softmax,
+    prune_ranges_reference,
+    pruned_logprobs_reference,
+)
+from tf_transducer.ops import rnnt
+
+TYPES = ["regular", "modified", "constrained"]
+
+
+def simple_problem(rng, B=3, T=12, S=5, C=6):
+    lm = rng.normal(size=(B, S + 1, C))
+    am = rng.normal(size=(B, T, C)) * 2
+    symbols = rng.integers(1, C, size=(B, S))
+    s_end = np.array([S, S - 1, 2])[:B]
+    t_end = np.array([T, T - 3, T - 5])[:B]
+    boundary = np.stack([0 * s_end, 0 * s_end, s_end, t_end], 1).astype(np.int64)
+    return lm, am, symbols, boundary
+
+
+def occupations(lm, am, symbols, boundary, rnnt_type):
+    _, (px_grad, py_grad) = rnnt.rnnt_loss_simple(
+        lm, am, symbols, 0, boundary, rnnt_type, reduction="none", return_grad=True
+    )
+    return px_grad.numpy(), py_grad.numpy()
+
+
+def test_monotonic_lower_bound_examples():
+    got = rnnt._monotonic_lower_bound(tf.constant([0, 2, 1, 3, 6, 5, 8]))
+    np.testing.assert_array_equal(got, [0, 1, 1, 3, 5, 5, 8])
+
+
+@pytest.mark.parametrize(
+    "rnnt_type,s_range",
+    # s_range 1 is valid for modified and constrained only (see the error test).
+    [(t, r) for t in TYPES for r in (1, 2, 3, 5, 9) if t != "regular" or r >= 2],
+)
+def test_prune_ranges_match_reference(rnnt_type, s_range):
+    rng = np.random.default_rng([len(rnnt_type), s_range])
+    lm, am, symbols, boundary = simple_problem(rng)
+    px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
+    got = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range).numpy()
+    want = prune_ranges_reference(px_grad, py_grad, boundary, s_range)
+    np.testing.assert_array_equal(got, want)
+    starts = got[:, :, 0]
+    assert (np.diff(starts, axis=1) >= 0).all()
+    step = 2 if rnnt_type != "regular" else min(s_range, 6)
+    assert (np.diff(starts, axis=1) < step).all()
+    assert (starts[:, 0] == 0).all() and (got <= 5).all()
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+def test_pruned_logprobs_match_reference(rnnt_type):
+    rng = np.random.default_rng(1)
+    lm, am, symbols, boundary = simple_problem(rng)
+    px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
+    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
+    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    logits = (am_p + lm_p).numpy()
+    got = rnnt.get_rnnt_logprobs_pruned(logits, symbols, ranges, 0, boundary, rnnt_type)
+    want = pruned_logprobs_reference(
+        logits, symbols, ranges.numpy(), 0, boundary, rnnt_type
+    )
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_do_rnnt_pruning_gathers_the_kept_rows():
+    rng = np.random.default_rng(2)
+    am, lm = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 5, 3))
+    ranges = np.array([[[0, 1], [1, 2], [1, 2], [3, 4]]] * 2)
+    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    assert am_p.shape == lm_p.shape == (2, 4, 2, 3)
+    np.testing.assert_array_equal(lm_p[1, 3, 1], lm[1, 4])
+    np.testing.assert_array_equal(am_p[0, 2, 0], am[0, 2])
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+def test_pruned_loss_with_full_range_equals_the_full_loss(rnnt_type):
+    rng = np.random.default_rng(3)
+    lm, am, symbols, boundary = simple_problem(rng)
+    px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
+    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 6)  # S + 1
+    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    pruned = rnnt.rnnt_loss_pruned(
+        am_p + lm_p, symbols, ranges, 0, boundary, rnnt_type, 0.1, "none"
+    )
+    logits = am[:, :, np.newaxis] + lm[:, np.newaxis]
+    full = rnnt.rnnt_loss(logits, symbols, 0, boundary, rnnt_type, 0.1, "none")
+    np.testing.assert_allclose(pruned, full, rtol=1e-10)
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+def test_pruning_only_removes_paths(rnnt_type):
+    rng = np.random.default_rng(4)
+    lm, am, symbols, boundary = simple_problem(rng)
+    px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
+    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
+    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    pruned = rnnt.rnnt_loss_pruned(
+        am_p + lm_p, symbols, ranges, 0, boundary, rnnt_type, reduction="none"
+    )
+    logits = am[:, :, np.newaxis] + lm[:, np.newaxis]
+    full = rnnt.rnnt_loss(logits, symbols, 0, boundary, rnnt_type, reduction="none")
+    assert np.all(np.isfinite(pruned))
+    assert np.all(pruned.numpy() >= full.numpy() - 1e-9)
+
+
+def test_simple_loss_with_zero_lm_has_a_closed_form():
+    # lm = 0 and one am row for every frame: every symbol and blank has the
+    # same probability on every frame, and a regular path chooses the frames
+    # of its S symbols as a multiset: C(S + T - 1, S) paths.
+    B, T, S, C = 1, 6, 3, 4
+    row = np.array([0.3, -1.0, 0.5, 2.0])
+    am = np.tile(row, (B, T, 1))
+    lm = np.zeros((B, S + 1, C))
+    symbols = [[2, 2, 2]]
+    p = np.exp(log_softmax(row))
+    want = -(T * np.log(p[0]) + S * np.log(p[2]) + math.log(math.comb(S + T - 1, S)))
+    got = rnnt.rnnt_loss_simple(lm, am, symbols, 0, reduction="none")
+    np.testing.assert_allclose(got, [want], rtol=1e-12)
+
+
+def test_pruned_loss_gradient():
+    rng = np.random.default_rng(5)
+    lm, am, symbols, boundary = simple_problem(rng, B=2, T=5, S=3, C=4)
+    px_grad, py_grad = occupations(lm, am, symbols, boundary, "regular")
+    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 2)
+    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+
+    def f(logits):
+        return rnnt.rnnt_loss_pruned(logits, symbols, ranges, 0, boundary)
+
+    analytic, numeric = tf.test.compute_gradient(f, [(am_p + lm_p).numpy()])
+    np.testing.assert_allclose(analytic[0], numeric[0], atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "s_range,rnnt_type,message",
+    [(1, "regular", "s_range must be an int >= 2"), (0, "modified", ">= 1")],
+)
+def test_too_small_s_range_is_rejected(s_range, rnnt_type, message):
+    rng = np.random.default_rng(6)
+    lm, am, symbols, boundary = simple_problem(rng)
+    px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
+    with pytest.raises(ValueError, match=message):
+        rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range)
