@@ -9,12 +9,14 @@ from tf_transducer.ops import (
     get_rnnt_logprobs,
     get_rnnt_logprobs_joint,
     get_rnnt_logprobs_pruned,
+    get_rnnt_logprobs_smoothed,
     get_rnnt_prune_ranges,
     mutual_information_recursion,
     mutual_information_recursion_tf,
     rnnt_loss,
     rnnt_loss_pruned,
     rnnt_loss_simple,
+    rnnt_loss_smoothed,
 )
 
 __version__ = "0.1.0"
@@ -25,10 +27,12 @@ __all__ = [
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",
     "get_rnnt_logprobs_pruned",
+    "get_rnnt_logprobs_smoothed",
     "get_rnnt_prune_ranges",
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
     "rnnt_loss",
     "rnnt_loss_pruned",
     "rnnt_loss_simple",
+    "rnnt_loss_smoothed",
 ]

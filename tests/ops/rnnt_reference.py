@@ -117,3 +117,33 @@ def pruned_logprobs_reference(logits, symbols, ranges, blank, boundary, rnnt_typ
     if rnnt_type == "constrained":
         px = px + py[:, 1:, :]
     return px, py
+
+
+def smoothed_logprobs_reference(
+    lm, am, symbols, blank, lm_only_scale, am_only_scale, boundary, rnnt_type
+):
+    """px, py of the smoothed simple loss, one (s, t) cell at a time."""
+    lm, am = np.asarray(lm, np.float64), np.asarray(am, np.float64)
+    B, T, _ = am.shape
+    S = lm.shape[1] - 1
+    p_lm = np.exp(log_softmax(lm))  # [B, S + 1, C]
+    unigram = p_lm.mean(axis=(0, 1))
+    scales = (1 - lm_only_scale - am_only_scale, lm_only_scale, am_only_scale)
+    px = np.full((B, S, T + (rnnt_type == "regular")), -np.inf)
+    py = np.zeros((B, S + 1, T))
+    for b, s, t in np.ndindex(B, S + 1, T):
+        dists = (
+            log_softmax(lm[b, s] + am[b, t]),
+            log_softmax(lm[b, s]),
+            log_softmax(am[b, t] + np.log(unigram)),
+        )
+        py[b, s, t] = sum(w * d[blank] for w, d in zip(scales, dists, strict=True))
+        if s < S:
+            y = symbols[b][s]
+            px[b, s, t] = sum(w * d[y] for w, d in zip(scales, dists, strict=True))
+    if rnnt_type == "regular" and boundary is not None:
+        for b in range(B):
+            px[b, :, boundary[b][3]] = -np.inf
+    if rnnt_type == "constrained":
+        px = px + py[:, 1:, :]
+    return px, py

@@ -11,10 +11,12 @@ from tf_transducer.ops.rnnt import (
     get_rnnt_logprobs,
     get_rnnt_logprobs_joint,
     get_rnnt_logprobs_pruned,
+    get_rnnt_logprobs_smoothed,
     get_rnnt_prune_ranges,
     rnnt_loss,
     rnnt_loss_pruned,
     rnnt_loss_simple,
+    rnnt_loss_smoothed,
 )
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",
     "get_rnnt_logprobs_pruned",
+    "get_rnnt_logprobs_smoothed",
     "get_rnnt_prune_ranges",
     "in_xla_context",
     "mutual_information_recursion",
@@ -30,4 +33,5 @@ __all__ = [
     "rnnt_loss",
     "rnnt_loss_pruned",
     "rnnt_loss_simple",
+    "rnnt_loss_smoothed",
 ]

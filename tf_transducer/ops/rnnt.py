@@ -185,46 +185,70 @@ def get_rnnt_logprobs(
     """
     _check_options(rnnt_type)
     with tf.name_scope("get_rnnt_logprobs"):
-        lm = _float_tensor(lm, "lm", 3, "[B, S + 1, C]")
-        am = _float_tensor(am, "am", 3, "[B, T, C]")
-        am = tf.cast(am, lm.dtype) if am.dtype != lm.dtype else am
-        for axis, what in ((0, "B"), (2, "C")):
-            if (
-                None not in (lm.shape[axis], am.shape[axis])
-                and lm.shape[axis] != am.shape[axis]
-            ):
-                raise ValueError(
-                    f"lm {lm.shape} and am {am.shape} must agree in {what}"
-                )
-        num_classes = _static_or_dynamic(am, 2)
-        _check_termination(termination_symbol, am.shape[2])
-        s_len = lm.shape[1] - 1 if lm.shape[1] is not None else None
-        symbols = _check_symbols(symbols, am.shape[0], s_len, num_classes)
-        num_symbols = _static_or_dynamic(symbols, 1)
-        num_frames = _static_or_dynamic(am, 1)
-        _check_frames(num_frames, num_symbols, rnnt_type)
-
-        lm_max = tf.stop_gradient(tf.reduce_max(lm, axis=2, keepdims=True))
-        am_max = tf.stop_gradient(tf.reduce_max(am, axis=2, keepdims=True))
-        products = tf.matmul(tf.exp(lm - lm_max), tf.exp(am - am_max), transpose_b=True)
-        tiny = tf.constant(
-            tf.experimental.numpy.finfo(lm.dtype.as_numpy_dtype).tiny, lm.dtype
-        )
-        normalizers = (
-            tf.math.log(products + tiny) + lm_max + tf.transpose(am_max, [0, 2, 1])
-        )  # [B, S + 1, T]
-
-        px_am = tf.transpose(tf.gather(am, symbols, axis=2, batch_dims=1), [0, 2, 1])
-        px_lm = tf.gather(lm[:, :-1], symbols[..., tf.newaxis], axis=2, batch_dims=2)
-        px = px_am + px_lm - normalizers[:, :-1]  # [B, S, T]
-        if rnnt_type == "regular":
-            px = tf.pad(px, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
-        py = (
-            am[:, tf.newaxis, :, termination_symbol]
-            + lm[:, :, termination_symbol, tf.newaxis]
-            - normalizers
-        )
+        parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
+        px = parts["px_am"] + parts["px_lm"]
+        px -= _pad_frames(parts["normalizers"][:, :-1], rnnt_type)
+        py = parts["py_am"] + parts["py_lm"] - parts["normalizers"]
         return _finish_logprobs(px, py, boundary, rnnt_type)
+
+
+def _tiny(dtype):
+    return tf.constant(tf.experimental.numpy.finfo(dtype.as_numpy_dtype).tiny, dtype)
+
+
+def _pad_frames(x, rnnt_type):
+    """[..., T] -> [..., T + 1] with a 0 for regular px (whose column T is -inf)."""
+    if rnnt_type != "regular":
+        return x
+    return tf.pad(x, [[0, 0]] * (x.shape.rank - 1) + [[0, 1]])
+
+
+def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
+    """Checked inputs and the pieces of the simple joiner's log-probs.
+
+    normalizers[b, s, t] = log sum_c exp(lm[b, s, c] + am[b, t, c]), from
+    exp(lm - lm_max) @ exp(am - am_max)^T (plus the smallest normal number,
+    so that the log stays finite) without forming [B, S + 1, T, C].
+    """
+    lm = _float_tensor(lm, "lm", 3, "[B, S + 1, C]")
+    am = _float_tensor(am, "am", 3, "[B, T, C]")
+    am = tf.cast(am, lm.dtype) if am.dtype != lm.dtype else am
+    for axis, what in ((0, "B"), (2, "C")):
+        if (
+            None not in (lm.shape[axis], am.shape[axis])
+            and lm.shape[axis] != am.shape[axis]
+        ):
+            raise ValueError(f"lm {lm.shape} and am {am.shape} must agree in {what}")
+    _check_termination(termination_symbol, am.shape[2])
+    s_len = lm.shape[1] - 1 if lm.shape[1] is not None else None
+    symbols = _check_symbols(symbols, am.shape[0], s_len, _static_or_dynamic(am, 2))
+    _check_frames(_static_or_dynamic(am, 1), _static_or_dynamic(symbols, 1), rnnt_type)
+
+    lm_max = tf.stop_gradient(tf.reduce_max(lm, axis=2, keepdims=True))
+    am_max = tf.stop_gradient(tf.reduce_max(am, axis=2, keepdims=True))
+    lm_probs, am_probs = tf.exp(lm - lm_max), tf.exp(am - am_max)
+    products = tf.matmul(lm_probs, am_probs, transpose_b=True)
+    normalizers = (
+        tf.math.log(products + _tiny(lm.dtype))
+        + lm_max
+        + tf.transpose(am_max, [0, 2, 1])
+    )  # [B, S + 1, T]
+    px_am = tf.transpose(tf.gather(am, symbols, axis=2, batch_dims=1), [0, 2, 1])
+    if rnnt_type == "regular":
+        px_am = tf.pad(px_am, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
+    return dict(
+        lm=lm,
+        symbols=symbols,
+        lm_max=lm_max,
+        am_max=am_max,
+        lm_probs=lm_probs,
+        am_probs=am_probs,
+        normalizers=normalizers,
+        px_am=px_am,  # [B, S, T (+ 1)]
+        px_lm=tf.gather(lm[:, :-1], symbols[..., tf.newaxis], axis=2, batch_dims=2),
+        py_am=am[:, tf.newaxis, :, termination_symbol],  # [B, 1, T]
+        py_lm=lm[:, :, termination_symbol, tf.newaxis],  # [B, S + 1, 1]
+    )
 
 
 def rnnt_loss_simple(
@@ -618,3 +642,112 @@ def rnnt_loss_pruned(
         px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
         scores = mutual_information_recursion(_mi_dtype(px), _mi_dtype(py), boundary)
         return _reduce(scores, reduction)
+
+
+def get_rnnt_logprobs_smoothed(
+    lm,
+    am,
+    symbols,
+    termination_symbol,
+    lm_only_scale=0.1,
+    am_only_scale=0.1,
+    boundary=None,
+    rnnt_type="regular",
+):
+    """px, py of the simple RNN-T, smoothed with LM-only and AM-only terms.
+
+    Each log-prob is the mix
+
+        (1 - lm_only_scale - am_only_scale) * log softmax(lm[s] + am[t])
+        + lm_only_scale * log softmax(lm[s])
+        + am_only_scale * log softmax(am[t] + log unigram)
+
+    where unigram is the LM's distribution averaged over the batch and all
+    histories.  A scale of exactly 0 is used as 1e-20, so that -inf entries
+    stay -inf instead of becoming NaN.
+
+    Args:
+      lm: float [B, S + 1, C], assumed normalisable on its own.
+      am: float [B, T, C].
+      symbols: int [B, S], values in [0, C).
+      termination_symbol: int in [0, C), the blank.
+      lm_only_scale: weight of the LM-only term.
+      am_only_scale: weight of the AM-only term.
+      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
+      rnnt_type: "regular", "modified" or "constrained".
+
+    Returns:
+      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T].
+    """
+    _check_options(rnnt_type)
+    with tf.name_scope("get_rnnt_logprobs_smoothed"):
+        parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
+        lm, symbols = parts["lm"], parts["symbols"]
+        lm_probs, am_probs = parts["lm_probs"], parts["am_probs"]
+        lm_only_norm = tf.reduce_sum(lm_probs, axis=2, keepdims=True)  # [B, S+1, 1]
+        tiny = _tiny(lm.dtype)
+        unigram = tf.reduce_mean(lm_probs / lm_only_norm, axis=[0, 1]) + tiny  # [C]
+        am_only_norm = (
+            tf.math.log(tf.linalg.matvec(am_probs, unigram)) + parts["am_max"][..., 0]
+        )[:, tf.newaxis, :]  # [B, 1, T]
+        log_unigram = tf.math.log(unigram)
+        lm_only_norm = tf.math.log(lm_only_norm) + parts["lm_max"]  # [B, S + 1, 1]
+
+        px_am, px_lm = parts["px_am"], parts["px_lm"]  # [B, S, T(+1)], [B, S, 1]
+        px = px_am + px_lm - _pad_frames(parts["normalizers"][:, :-1], rnnt_type)
+        px_am_only = (
+            px_am
+            + tf.gather(log_unigram, symbols)[..., tf.newaxis]
+            - _pad_frames(am_only_norm, rnnt_type)
+        )
+        px_lm_only = px_lm - lm_only_norm[:, :-1]
+        py = parts["py_am"] + parts["py_lm"] - parts["normalizers"]
+        py_am_only = parts["py_am"] + log_unigram[termination_symbol] - am_only_norm
+        py_lm_only = parts["py_lm"] - lm_only_norm
+
+        combined = 1.0 - lm_only_scale - am_only_scale
+        lm_only_scale = lm_only_scale or 1e-20
+        am_only_scale = am_only_scale or 1e-20
+        px = px * combined + px_lm_only * lm_only_scale + px_am_only * am_only_scale
+        py = py * combined + py_lm_only * lm_only_scale + py_am_only * am_only_scale
+        return _finish_logprobs(px, py, boundary, rnnt_type)
+
+
+def rnnt_loss_smoothed(
+    lm,
+    am,
+    symbols,
+    termination_symbol,
+    lm_only_scale=0.1,
+    am_only_scale=0.1,
+    boundary=None,
+    rnnt_type="regular",
+    delay_penalty=0.0,
+    reduction="mean",
+    return_grad=False,
+):
+    """The simple RNN-T loss on `get_rnnt_logprobs_smoothed`'s log-probs.
+
+    Args and Returns as `rnnt_loss_simple`, plus lm_only_scale and
+    am_only_scale (see `get_rnnt_logprobs_smoothed`).
+    """
+    _check_options(rnnt_type, reduction)
+    with tf.name_scope("rnnt_loss_smoothed"):
+        px, py = get_rnnt_logprobs_smoothed(
+            lm,
+            am,
+            symbols,
+            termination_symbol,
+            lm_only_scale,
+            am_only_scale,
+            boundary,
+            rnnt_type,
+        )
+        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+        result = mutual_information_recursion(
+            _mi_dtype(px), _mi_dtype(py), boundary, return_grad=return_grad
+        )
+        if return_grad:
+            scores, grads = result
+            return _reduce(scores, reduction), grads
+        return _reduce(result, reduction)
