@@ -3,6 +3,8 @@
 The public API; everything else is internal.
 """
 
+from tf_transducer import losses
+from tf_transducer.losses import RnntLoss
 from tf_transducer.ops import (
     OpLibraryError,
     do_rnnt_pruning,
@@ -23,12 +25,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "OpLibraryError",
+    "RnntLoss",
     "do_rnnt_pruning",
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",
     "get_rnnt_logprobs_pruned",
     "get_rnnt_logprobs_smoothed",
     "get_rnnt_prune_ranges",
+    "losses",
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
     "rnnt_loss",

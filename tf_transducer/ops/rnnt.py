@@ -118,6 +118,58 @@ def _static_or_dynamic(x, axis):
     return static if static is not None else tf.shape(x)[axis]
 
 
+def boundary_from_lengths(
+    logit_lengths, label_lengths, num_frames=None, num_symbols=None
+):
+    """int64 [B, 4] rows (0, 0, label_length, logit_length).
+
+    Args:
+      logit_lengths: int [B], frames of each utterance.
+      label_lengths: int [B], symbols of each utterance.
+      num_frames, num_symbols: the padded T and S, to check the lengths
+        against (InvalidArgumentError when a length is negative or larger).
+    """
+    with tf.name_scope("boundary_from_lengths"):
+        frames = tf.cast(
+            tf.convert_to_tensor(logit_lengths, name="logit_lengths"), tf.int64
+        )
+        labels = tf.cast(
+            tf.convert_to_tensor(label_lengths, name="label_lengths"), tf.int64
+        )
+        for name, x, limit in (
+            ("logit_lengths", frames, num_frames),
+            ("label_lengths", labels, num_symbols),
+        ):
+            if x.shape.rank != 1:
+                raise ValueError(f"{name} must have rank 1 [B], got shape {x.shape}")
+            ok = x >= 0
+            if limit is not None:
+                ok &= x <= tf.cast(limit, tf.int64)
+            tf.debugging.Assert(
+                tf.reduce_all(ok),
+                [
+                    f"{name} must lie in [0, padded length]; padded length, {name} =",
+                    -1 if limit is None else limit,
+                    x,
+                ],
+                summarize=64,
+            )
+        zeros = tf.zeros_like(frames)
+        return tf.stack([zeros, zeros, labels, frames], axis=1)
+
+
+def _resolve_boundary(boundary, logit_lengths, label_lengths, num_frames, num_symbols):
+    if logit_lengths is None and label_lengths is None:
+        return boundary
+    if boundary is not None:
+        raise ValueError(
+            "give either boundary or logit_lengths / label_lengths, not both"
+        )
+    if logit_lengths is None or label_lengths is None:
+        raise ValueError("logit_lengths and label_lengths must be given together")
+    return boundary_from_lengths(logit_lengths, label_lengths, num_frames, num_symbols)
+
+
 def _fix_for_boundary(px, boundary):
     """regular px: -inf at t = t_end of each sequence (no symbol after it)."""
     if boundary is None:
@@ -360,6 +412,8 @@ def rnnt_loss(
     rnnt_type="regular",
     delay_penalty=0.0,
     reduction="mean",
+    logit_lengths=None,
+    label_lengths=None,
 ):
     """The RNN-T loss on full joiner logits, fused.
 
@@ -380,12 +434,23 @@ def rnnt_loss(
       rnnt_type: "regular", "modified" or "constrained".
       delay_penalty: float >= 0, see the module docstring.
       reduction: "none" ([B] losses), "mean" or "sum" (scalars).
+      logit_lengths, label_lengths: optional int [B], instead of boundary:
+        the same as boundary rows (0, 0, label_length, logit_length).
 
     Returns:
       The loss: [B] with reduction "none", else a scalar.
     """
     _check_options(rnnt_type, reduction)
     with tf.name_scope("rnnt_loss"):
+        logits = tf.convert_to_tensor(logits, name="logits")
+        if logits.shape.rank == 4:
+            boundary = _resolve_boundary(
+                boundary,
+                logit_lengths,
+                label_lengths,
+                _static_or_dynamic(logits, 1),
+                _static_or_dynamic(logits, 2) - 1,
+            )
         if in_xla_context():
             px, py = get_rnnt_logprobs_joint(
                 logits, symbols, termination_symbol, boundary, rnnt_type
