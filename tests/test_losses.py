@@ -110,14 +110,17 @@ def test_fit_lowers_the_loss(jit_compile):
 
 
 def test_config_round_trip_and_saved_model_keeps_the_loss(tmp_path):
-    loss = RnntLoss(blank=2, rnnt_type="modified", delay_penalty=0.1, pad_id=-7)
-    clone = RnntLoss.from_config(loss.get_config())
-    assert (clone.blank, clone.rnnt_type, clone.delay_penalty, clone.pad_id) == (
-        2,
-        "modified",
-        0.1,
-        -7,
+    loss = RnntLoss(
+        blank=2, rnnt_type="modified", delay_penalty=0.1, pad_id=-7, clamp=2.0
     )
+    clone = RnntLoss.from_config(loss.get_config())
+    assert (
+        clone.blank,
+        clone.rnnt_type,
+        clone.delay_penalty,
+        clone.pad_id,
+        clone.clamp,
+    ) == (2, "modified", 0.1, -7, 2.0)
     keras.utils.set_random_seed(4)
     model = make_model()
     model.compile(optimizer="adam", loss=loss)

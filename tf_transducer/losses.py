@@ -23,6 +23,8 @@ class RnntLoss(keras.losses.Loss):
       pad_id: the value that pads label sequences after their last label
         (use it as `padding_values` of `tf.data.Dataset.padded_batch`); it
         must not be a class index.
+      clamp: if > 0, clamps each element of each utterance's gradient with
+        respect to the logits to [-clamp, clamp].
       reduction: "sum_over_batch_size" (default) or "mean" (the mean over
         utterances), "sum", or "none" (per-utterance losses [B]).
       name: the loss's name.
@@ -48,6 +50,7 @@ class RnntLoss(keras.losses.Loss):
         rnnt_type="regular",
         delay_penalty=0.0,
         pad_id=-1,
+        clamp=-1.0,
         reduction="sum_over_batch_size",
         name="rnnt_loss",
         dtype=None,
@@ -71,6 +74,7 @@ class RnntLoss(keras.losses.Loss):
         self.rnnt_type = rnnt_type
         self.delay_penalty = delay_penalty
         self.pad_id = pad_id
+        self.clamp = float(clamp)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Keras would apply y_pred's [B, T] frame mask to the [B] losses;
@@ -117,6 +121,7 @@ class RnntLoss(keras.losses.Loss):
             reduction="none",
             logit_lengths=logit_lengths,
             label_lengths=label_lengths,
+            clamp=self.clamp,
         )
 
     def get_config(self):
@@ -126,5 +131,6 @@ class RnntLoss(keras.losses.Loss):
             rnnt_type=self.rnnt_type,
             delay_penalty=self.delay_penalty,
             pad_id=self.pad_id,
+            clamp=self.clamp,
         )
         return config

@@ -332,6 +332,7 @@ class RnntLossGradOp : public OpKernel {
     std::string type;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type));
     type_ = ParseRnntType(type);
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("clamp", &clamp_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -381,6 +382,7 @@ class RnntLossGradOp : public OpKernel {
       }
     }
     const bool constrained = type_ == RnntType::kConstrained;
+    const Scalar clamp = static_cast<Scalar>(clamp_);
     auto frame = [&](int64_t b, int64_t t) {
       for (int64_t s = 0; s <= S; ++s) {
         const int64_t row = (b * T + t) * (S + 1) + s;
@@ -388,8 +390,11 @@ class RnntLossGradOp : public OpKernel {
         Scalar gx = s < S ? gx_all[(b * S + s) * T1 + t] : Scalar(0);
         Scalar gy = gy_all[(b * (S + 1) + s) * T + t];
         if (constrained && s > 0) gy += gx_all[(b * S + s - 1) * T1 + t];
-        gx *= d[b];
-        gy *= d[b];
+        // Without clamping the incoming gradient folds into gx and gy; with
+        // it, the row is clamped first and scaled after.
+        const Scalar scale_now = clamp > 0 ? Scalar(1) : d[b];
+        gx *= scale_now;
+        gy *= scale_now;
         const Scalar g = gx + gy;
         if (g == Scalar(0)) {  // no path uses this row (or outside boundary)
           std::fill(g_row, g_row + C, Scalar(0));
@@ -398,6 +403,11 @@ class RnntLossGradOp : public OpKernel {
         ScaledNegativeSoftmax(l_all + row * C, C, n_all[row], g, g_row);
         if (s < S) g_row[sym[b * S + s]] += gx;
         g_row[blank_] += gy;
+        if (clamp > 0) {
+          for (int64_t c = 0; c < C; ++c) {
+            g_row[c] = d[b] * std::min(clamp, std::max(-clamp, g_row[c]));
+          }
+        }
       }
     };
     ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
@@ -413,6 +423,7 @@ class RnntLossGradOp : public OpKernel {
  private:
   int blank_;
   RnntType type_;
+  float clamp_;
 };
 
 #define TF_TRANSDUCER_REGISTER_RNNT(T)                                        \

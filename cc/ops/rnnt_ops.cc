@@ -40,6 +40,7 @@ REGISTER_OP("TfTransducerRnntLoss")
     .Attr("T: {float, double}")
     .Attr("termination_symbol: int")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
+    .Attr("clamp: float = -1.0")
     .SetShapeFn([](InferenceContext* c) -> Status {
       ShapeHandle logits, boundary, penalty;
       DimensionHandle batch, frames, rows, four, frames_1, symbols;
@@ -77,6 +78,8 @@ scores: [B] log-probability of the labels (minus the loss).
 px_grad: [B, S, T + 1] (regular) or [B, S, T]: occupation of symbol steps.
 py_grad: [B, S + 1, T]: occupation of blank steps.
 normalizers: [B, T, S + 1]: logsumexp of each row of logits.
+clamp: if > 0, the gradient op clamps each element of the gradient of the
+  loss to [-clamp, clamp] (before the incoming gradient scales it).
 )doc");
 
 REGISTER_OP("TfTransducerRnntLossGrad")
@@ -90,6 +93,7 @@ REGISTER_OP("TfTransducerRnntLossGrad")
     .Attr("T: {float, double}")
     .Attr("termination_symbol: int")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
+    .Attr("clamp: float = -1.0")
     .SetShapeFn([](InferenceContext* c) -> Status {
       ShapeHandle logits, scale;
       DimensionHandle batch, frames, rows;
@@ -102,7 +106,8 @@ REGISTER_OP("TfTransducerRnntLossGrad")
     })
     .Doc(R"doc(
 scale[b] * d scores[b] / d logits for TfTransducerRnntLoss, in one pass over
-the logits.
+the logits; with clamp > 0, each element of d scores[b] / d logits is first
+clamped to [-clamp, clamp].
 
 logits_grad: the shape of logits.
 )doc");

@@ -338,3 +338,26 @@ def test_nan_logits_are_rejected():
     logits[1, 2, 1, 3] = np.nan
     with pytest.raises(tf.errors.InvalidArgumentError, match="logits must be finite"):
         rnnt.rnnt_loss(logits, [[1, 2], [3, 4]], 0)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["op", "xla"])
+def test_clamp_limits_each_gradient_element(jit_compile):
+    rng = np.random.default_rng(13)
+    logits, symbols = random_problem(rng)
+    weights = tf.constant([1.0, -2.0, 0.5], tf.float64)
+
+    def grads(clamp):
+        def f(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = rnnt.rnnt_loss(x, symbols, 0, reduction="none", clamp=clamp)
+                total = tf.reduce_sum(loss * weights)
+            return tape.gradient(total, x)
+
+        return tf.function(f, jit_compile=jit_compile)(tf.constant(logits)).numpy()
+
+    free, clamped = grads(-1.0), grads(0.05)
+    # Per utterance: clamp(d loss_b / d logits) * weight_b.
+    w = weights.numpy()[:, None, None, None]
+    np.testing.assert_allclose(clamped, np.clip(free / w, -0.05, 0.05) * w, atol=1e-12)
+    assert np.abs(free / w).max() > 0.05  # the clamp did something

@@ -386,6 +386,29 @@ def get_rnnt_logprobs_joint(
         return _finish_logprobs(px, py, boundary, rnnt_type)
 
 
+def _with_clamped_gradient(scores_fn, logits, clamp):
+    """scores_fn(logits) [B], whose per-utterance gradient is clamped.
+
+    Each utterance's score depends on its own logits only, so the gradient of
+    sum(scores) holds every utterance's gradient unmixed.  Used on the XLA
+    path only, which is always a graph: tf.gradients works inside the
+    forward function, where tapes do not record.
+    """
+
+    @tf.custom_gradient
+    def scores_of(x):
+        scores = scores_fn(x)
+        (grad,) = tf.gradients(tf.reduce_sum(scores), [x])
+
+        def backward(d_scores):
+            clamped = tf.clip_by_value(grad, -clamp, clamp)
+            return clamped * tf.cast(d_scores, grad.dtype)[:, None, None, None]
+
+        return scores, backward
+
+    return scores_of(logits)
+
+
 @tf.RegisterGradient("TfTransducerRnntLoss")
 def _rnnt_loss_grad(op, d_scores, *unused_d_statistics):
     """One pass over the logits: the forward op kept what it needs."""
@@ -400,6 +423,7 @@ def _rnnt_loss_grad(op, d_scores, *unused_d_statistics):
         scale=d_scores,
         termination_symbol=op.get_attr("termination_symbol"),
         rnnt_type=op.get_attr("rnnt_type"),
+        clamp=op.get_attr("clamp"),
     )
     return [d_logits, None, None, None]
 
@@ -414,6 +438,7 @@ def rnnt_loss(
     reduction="mean",
     logit_lengths=None,
     label_lengths=None,
+    clamp=-1.0,
 ):
     """The RNN-T loss on full joiner logits, fused.
 
@@ -436,6 +461,9 @@ def rnnt_loss(
       reduction: "none" ([B] losses), "mean" or "sum" (scalars).
       logit_lengths, label_lengths: optional int [B], instead of boundary:
         the same as boundary rows (0, 0, label_length, logit_length).
+      clamp: if > 0, each element of the gradient of each utterance's loss
+        with respect to the logits is clamped to [-clamp, clamp] (as
+        torchaudio's `clamp`).
 
     Returns:
       The loss: [B] with reduction "none", else a scalar.
@@ -452,13 +480,20 @@ def rnnt_loss(
                 _static_or_dynamic(logits, 2) - 1,
             )
         if in_xla_context():
-            px, py = get_rnnt_logprobs_joint(
-                logits, symbols, termination_symbol, boundary, rnnt_type
-            )
-            px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
-            scores = mutual_information_recursion(
-                _mi_dtype(px), _mi_dtype(py), boundary
-            )
+
+            def composite_scores(x):
+                px, py = get_rnnt_logprobs_joint(
+                    x, symbols, termination_symbol, boundary, rnnt_type
+                )
+                px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+                return mutual_information_recursion(
+                    _mi_dtype(px), _mi_dtype(py), boundary
+                )
+
+            if clamp > 0:
+                scores = _with_clamped_gradient(composite_scores, logits, clamp)
+            else:
+                scores = composite_scores(logits)
             return _reduce(scores, reduction)
         logits = _float_tensor(logits, "logits", 4, "[B, T, S + 1, C]")
         _check_termination(termination_symbol, logits.shape[3])
@@ -489,6 +524,7 @@ def rnnt_loss(
             delay_penalty=tf.constant(delay_penalty, logits.dtype),
             termination_symbol=termination_symbol,
             rnnt_type=rnnt_type,
+            clamp=float(clamp),
         )
         return _reduce(scores, reduction)
 
