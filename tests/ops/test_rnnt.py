@@ -361,3 +361,67 @@ def test_clamp_limits_each_gradient_element(jit_compile):
     w = weights.numpy()[:, None, None, None]
     np.testing.assert_allclose(clamped, np.clip(free / w, -0.05, 0.05) * w, atol=1e-12)
     assert np.abs(free / w).max() > 0.05  # the clamp did something
+
+
+def test_lengths_are_the_same_as_a_boundary():
+    rng = np.random.default_rng(14)
+    logits, symbols = random_problem(rng)
+    bnd = np.array([[0, 0, 4, 6], [0, 0, 2, 5], [0, 0, 0, 3]])
+    by_boundary = rnnt.rnnt_loss(logits, symbols, 0, bnd, reduction="none")
+    by_lengths = rnnt.rnnt_loss(
+        logits,
+        symbols,
+        0,
+        reduction="none",
+        logit_lengths=[6, 5, 3],
+        label_lengths=[4, 2, 0],
+    )
+    np.testing.assert_allclose(by_lengths, by_boundary, rtol=1e-12)
+    lm, am = rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 6, 4))
+    for fn in (rnnt.rnnt_loss_simple, rnnt.rnnt_loss_smoothed):
+        np.testing.assert_allclose(
+            fn(lm, am, symbols % 4, 0, boundary=bnd, reduction="none"),
+            fn(lm, am, symbols % 4, 0, reduction="none",
+               logit_lengths=[6, 5, 3], label_lengths=[4, 2, 0]),
+            rtol=1e-12,
+        )  # fmt: skip
+
+
+BAD_ARG = tf.errors.InvalidArgumentError
+
+
+@pytest.mark.parametrize(
+    "lengths,error,message",
+    [
+        (
+            dict(logit_lengths=[6, 7, 3], label_lengths=[1, 1, 1]),
+            BAD_ARG,
+            "logit_lengths",
+        ),
+        (
+            dict(logit_lengths=[6, 6, 6], label_lengths=[1, -1, 1]),
+            BAD_ARG,
+            "label_lengths",
+        ),
+        (
+            dict(logit_lengths=[6, 6, 6], label_lengths=[1, 5, 1]),
+            BAD_ARG,
+            "label_lengths",
+        ),
+        (dict(logit_lengths=[6, 6, 6]), ValueError, "must be given together"),
+        (
+            dict(
+                logit_lengths=[6, 6, 6],
+                label_lengths=[1, 1, 1],
+                boundary=np.zeros((3, 4)),
+            ),
+            ValueError,
+            "either boundary or",
+        ),
+    ],
+)
+def test_bad_lengths_are_named(lengths, error, message):
+    rng = np.random.default_rng(15)
+    logits, symbols = random_problem(rng)  # T = 6, S = 4
+    with pytest.raises(error, match=message):
+        rnnt.rnnt_loss(logits, symbols, 0, **lengths)

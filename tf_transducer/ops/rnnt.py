@@ -170,6 +170,21 @@ def _resolve_boundary(boundary, logit_lengths, label_lengths, num_frames, num_sy
     return boundary_from_lengths(logit_lengths, label_lengths, num_frames, num_symbols)
 
 
+def _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am):
+    """boundary of the simple losses, or one built from the lengths."""
+    if logit_lengths is None and label_lengths is None:
+        return boundary
+    lm = tf.convert_to_tensor(lm, name="lm")
+    am = tf.convert_to_tensor(am, name="am")
+    return _resolve_boundary(
+        boundary,
+        logit_lengths,
+        label_lengths,
+        _static_or_dynamic(am, 1),
+        _static_or_dynamic(lm, 1) - 1,
+    )
+
+
 def _fix_for_boundary(px, boundary):
     """regular px: -inf at t = t_end of each sequence (no symbol after it)."""
     if boundary is None:
@@ -313,6 +328,8 @@ def rnnt_loss_simple(
     delay_penalty=0.0,
     reduction="mean",
     return_grad=False,
+    logit_lengths=None,
+    label_lengths=None,
 ):
     """RNN-T loss whose joiner is addition: log_softmax(lm[b, s] + am[b, t]).
 
@@ -329,12 +346,14 @@ def rnnt_loss_simple(
       return_grad: also return (px_grad, py_grad), the occupation
         probabilities of the lattice's steps (what the pruned loss uses to
         choose its ranges), as constants.
+      logit_lengths, label_lengths: optional int [B], instead of boundary.
 
     Returns:
       loss, or (loss, (px_grad, py_grad)) with return_grad.
     """
     _check_options(rnnt_type, reduction)
     with tf.name_scope("rnnt_loss_simple"):
+        boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
         px, py = get_rnnt_logprobs(
             lm, am, symbols, termination_symbol, rnnt_type=rnnt_type, boundary=boundary
         )
@@ -826,6 +845,8 @@ def rnnt_loss_smoothed(
     delay_penalty=0.0,
     reduction="mean",
     return_grad=False,
+    logit_lengths=None,
+    label_lengths=None,
 ):
     """The simple RNN-T loss on `get_rnnt_logprobs_smoothed`'s log-probs.
 
@@ -834,6 +855,7 @@ def rnnt_loss_smoothed(
     """
     _check_options(rnnt_type, reduction)
     with tf.name_scope("rnnt_loss_smoothed"):
+        boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
         px, py = get_rnnt_logprobs_smoothed(
             lm,
             am,
