@@ -13,6 +13,11 @@ Also the peak of TensorFlow's tensor memory during a step above what is held
 before it (the logits), as a multiple of the logits' size: the gradient
 alone is 1.0x.
 
+Then the pruned recipe (simple loss with return_grad, get_rnnt_prune_ranges,
+do_rnnt_pruning, rnnt_loss_pruned; s_range 5) against the fused full loss,
+both on an additive joiner (logits = am + lm), at (8, 300, 60, 500): time and
+peak memory of a step (forward + gradients with respect to am and lm).
+
 Usage: python benchmarks/bench_rnnt_loss.py [--rounds 10]
 """
 
@@ -34,6 +39,14 @@ IMPLS = {
     "yardstick": "tf.nn.log_softmax fwd + bwd",
     "pure_tf": "pure-TF RNN-T loss",
 }
+# The pruned recipe against the full loss, both on an additive joiner
+# (logits = am + lm), s_range = 5.
+PRUNED_SHAPE = (8, 300, 60, 500)
+PRUNED_IMPLS = {
+    "full_additive": "tt.rnnt_loss on am + lm (full logits)",
+    "pruned_additive": "simple + ranges + pruning + rnnt_loss_pruned",
+}
+S_RANGE = 5
 
 
 def serve(impl, B, T, U, V):
@@ -50,8 +63,12 @@ def serve(impl, B, T, U, V):
 
     import tf_transducer as tt
 
-    logits = tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0])
     labels = tf.constant(np.random.default_rng(0).integers(1, V, size=(B, U)))
+    if impl.endswith("_additive"):
+        step = _additive_step(tf, tt, impl, B, T, U, V, labels)
+        _serve_measuring_memory(tf, step)
+        return
+    logits = tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0])
     loss_fn = {
         "fused": lambda x: tt.rnnt_loss(x, labels, 0),
         "yardstick": lambda x: tf.reduce_mean(tf.nn.log_softmax(x)[..., 0]),
@@ -66,7 +83,12 @@ def serve(impl, B, T, U, V):
         grad = tape.gradient(loss, x)
         return loss + grad[0, 0, 0, 0]
 
-    step(logits).numpy()  # trace before measuring memory
+    _serve_measuring_memory(tf, lambda: step(logits))
+
+
+def _serve_measuring_memory(tf, step):
+    """Serves timings of step(); reports the peak tensor bytes above start."""
+    step().numpy()  # trace before measuring memory
     base = tf.config.experimental.get_memory_info("CPU:0")["current"]
     tf.config.experimental.reset_memory_stats("CPU:0")
 
@@ -74,7 +96,33 @@ def serve(impl, B, T, U, V):
         peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
         return {"extra_bytes": peak - base}
 
-    _harness.serve(lambda: step(logits).numpy(), report=report)
+    _harness.serve(lambda: step().numpy(), report=report)
+
+
+def _additive_step(tf, tt, impl, B, T, U, V, labels):
+    """fwd + bwd w.r.t. am [B, T, V] and lm [B, U + 1, V] of either recipe."""
+    am = tf.random.stateless_normal((B, T, V), seed=[1, 0])
+    lm = tf.random.stateless_normal((B, U + 1, V), seed=[2, 0])
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch([am, lm])
+            if impl == "full_additive":
+                loss = tt.rnnt_loss(am[:, :, None, :] + lm[:, None, :, :], labels, 0)
+            else:
+                simple, (px_grad, py_grad) = tt.rnnt_loss_simple(
+                    lm, am, labels, 0, return_grad=True
+                )
+                boundary = tf.tile([[0, 0, U, T]], [B, 1])
+                ranges = tt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, S_RANGE)
+                am_p, lm_p = tt.do_rnnt_pruning(am, lm, ranges)
+                pruned = tt.rnnt_loss_pruned(am_p + lm_p, labels, ranges, 0, boundary)
+                loss = 0.5 * simple + pruned
+        d_am, d_lm = tape.gradient(loss, [am, lm])
+        return loss + d_am[0, 0, 0] + d_lm[0, 0, 0]
+
+    return step
 
 
 def main(argv):
@@ -83,14 +131,15 @@ def main(argv):
         impl, *dims = WORKER.value.split(",")
         serve(impl, *map(int, dims))
         return
+    cases = [(impl, shape) for shape in SHAPES for impl in IMPLS]
+    cases += [(impl, PRUNED_SHAPE) for impl in PRUNED_IMPLS]
     commands = {
         (impl, shape): [
             sys.executable,
             __file__,
             "--worker=" + ",".join(map(str, (impl, *shape))),
         ]
-        for shape in SHAPES
-        for impl in IMPLS
+        for impl, shape in cases
     }
     seconds, reports = _harness.run_interleaved(commands, ROUNDS.value)
     machine = platform.processor() or platform.machine()
@@ -111,6 +160,18 @@ def main(argv):
                 f"| {shape} | {name} | {seconds[key] * 1e3:.1f} | "
                 f"{seconds[key] / yard:.2f} | {extra:.2f}x |"
             )
+    B, T, U, V = PRUNED_SHAPE
+    full = ("full_additive", PRUNED_SHAPE)
+    print(f"\nPruned recipe at (B, T, U, V) = {PRUNED_SHAPE}, s_range {S_RANGE}:\n")
+    print("| what | ms | / full | peak memory / full's |")
+    print("| --- | --- | --- | --- |")
+    for impl, name in PRUNED_IMPLS.items():
+        key = impl, PRUNED_SHAPE
+        memory = reports[key]["extra_bytes"] / reports[full]["extra_bytes"]
+        print(
+            f"| {name} | {seconds[key] * 1e3:.1f} | "
+            f"{seconds[key] / seconds[full]:.2f} | {memory:.2f} |"
+        )
 
 
 if __name__ == "__main__":
