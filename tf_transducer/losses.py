@@ -25,6 +25,8 @@ class RnntLoss(keras.losses.Loss):
         must not be a class index.
       clamp: if > 0, clamps each element of each utterance's gradient with
         respect to the logits to [-clamp, clamp].
+      fastemit_lambda: float >= 0, FastEmit regularisation: the gradient
+        through symbol steps is scaled by (1 + fastemit_lambda).
       reduction: "sum_over_batch_size" (default) or "mean" (the mean over
         utterances), "sum", or "none" (per-utterance losses [B]).
       name: the loss's name.
@@ -51,6 +53,7 @@ class RnntLoss(keras.losses.Loss):
         delay_penalty=0.0,
         pad_id=-1,
         clamp=-1.0,
+        fastemit_lambda=0.0,
         reduction="sum_over_batch_size",
         name="rnnt_loss",
         dtype=None,
@@ -75,6 +78,9 @@ class RnntLoss(keras.losses.Loss):
         self.delay_penalty = delay_penalty
         self.pad_id = pad_id
         self.clamp = float(clamp)
+        if fastemit_lambda < 0:
+            raise ValueError(f"fastemit_lambda must be >= 0, got {fastemit_lambda}")
+        self.fastemit_lambda = float(fastemit_lambda)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Keras would apply y_pred's [B, T] frame mask to the [B] losses;
@@ -122,6 +128,7 @@ class RnntLoss(keras.losses.Loss):
             logit_lengths=logit_lengths,
             label_lengths=label_lengths,
             clamp=self.clamp,
+            fastemit_lambda=self.fastemit_lambda,
         )
 
     def get_config(self):
@@ -132,5 +139,6 @@ class RnntLoss(keras.losses.Loss):
             delay_penalty=self.delay_penalty,
             pad_id=self.pad_id,
             clamp=self.clamp,
+            fastemit_lambda=self.fastemit_lambda,
         )
         return config

@@ -333,6 +333,7 @@ class RnntLossGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type));
     type_ = ParseRnntType(type);
     OP_REQUIRES_OK(ctx, ctx->GetAttr("clamp", &clamp_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("fastemit_lambda", &fastemit_lambda_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -383,13 +384,17 @@ class RnntLossGradOp : public OpKernel {
     }
     const bool constrained = type_ == RnntType::kConstrained;
     const Scalar clamp = static_cast<Scalar>(clamp_);
+    const Scalar emit = Scalar(1) + static_cast<Scalar>(fastemit_lambda_);
     auto frame = [&](int64_t b, int64_t t) {
       for (int64_t s = 0; s <= S; ++s) {
         const int64_t row = (b * T + t) * (S + 1) + s;
         Scalar* g_row = out + row * C;
-        Scalar gx = s < S ? gx_all[(b * S + s) * T1 + t] : Scalar(0);
+        // FastEmit: every symbol step counts (1 + lambda) times.
+        Scalar gx = s < S ? emit * gx_all[(b * S + s) * T1 + t] : Scalar(0);
         Scalar gy = gy_all[(b * (S + 1) + s) * T + t];
-        if (constrained && s > 0) gy += gx_all[(b * S + s - 1) * T1 + t];
+        if (constrained && s > 0) {
+          gy += emit * gx_all[(b * S + s - 1) * T1 + t];
+        }
         // Without clamping the incoming gradient folds into gx and gy; with
         // it, the row is clamped first and scaled after.
         const Scalar scale_now = clamp > 0 ? Scalar(1) : d[b];
@@ -424,6 +429,7 @@ class RnntLossGradOp : public OpKernel {
   int blank_;
   RnntType type_;
   float clamp_;
+  float fastemit_lambda_;
 };
 
 #define TF_TRANSDUCER_REGISTER_RNNT(T)                                        \

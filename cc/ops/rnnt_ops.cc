@@ -41,6 +41,7 @@ REGISTER_OP("TfTransducerRnntLoss")
     .Attr("termination_symbol: int")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
     .Attr("clamp: float = -1.0")
+    .Attr("fastemit_lambda: float = 0.0")
     .SetShapeFn([](InferenceContext* c) -> Status {
       ShapeHandle logits, boundary, penalty;
       DimensionHandle batch, frames, rows, four, frames_1, symbols;
@@ -80,6 +81,9 @@ py_grad: [B, S + 1, T]: occupation of blank steps.
 normalizers: [B, T, S + 1]: logsumexp of each row of logits.
 clamp: if > 0, the gradient op clamps each element of the gradient of the
   loss to [-clamp, clamp] (before the incoming gradient scales it).
+fastemit_lambda: FastEmit regularisation (arXiv 2010.11148): the gradient op
+  scales the gradient through every symbol step by (1 + fastemit_lambda);
+  the score is unchanged.
 )doc");
 
 REGISTER_OP("TfTransducerRnntLossGrad")
@@ -94,6 +98,7 @@ REGISTER_OP("TfTransducerRnntLossGrad")
     .Attr("termination_symbol: int")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
     .Attr("clamp: float = -1.0")
+    .Attr("fastemit_lambda: float = 0.0")
     .SetShapeFn([](InferenceContext* c) -> Status {
       ShapeHandle logits, scale;
       DimensionHandle batch, frames, rows;

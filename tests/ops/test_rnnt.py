@@ -425,3 +425,51 @@ def test_bad_lengths_are_named(lengths, error, message):
     logits, symbols = random_problem(rng)  # T = 6, S = 4
     with pytest.raises(error, match=message):
         rnnt.rnnt_loss(logits, symbols, 0, **lengths)
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+def test_fastemit_scales_the_gradient_through_symbol_steps(rnnt_type):
+    # Reference: the composite px / py path, with px's gradient scaled by
+    # (1 + lambda) (the loss value unchanged), against the fused op.
+    rng = np.random.default_rng(16)
+    logits, symbols = random_problem(rng)
+    bnd = random_boundary(rng, 3, 4, 6, rnnt_type)
+    lam = 0.25
+    x = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        fused = rnnt.rnnt_loss(
+            x, symbols, 0, bnd, rnnt_type, reduction="sum", fastemit_lambda=lam
+        )
+    fused_grad = tape.gradient(fused, x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        px, py = rnnt.get_rnnt_logprobs_joint(x, symbols, 0, bnd, rnnt_type)
+        finite = tf.math.is_finite(px)
+        px = tf.where(finite, (1 + lam) * px - lam * tf.stop_gradient(px), px)
+        want = -tf.reduce_sum(tt.mutual_information_recursion(px, py, bnd))
+    want_grad = tape.gradient(want, x)
+    np.testing.assert_allclose(fused, want, rtol=1e-12)
+    np.testing.assert_allclose(fused_grad, want_grad, atol=1e-12)
+    # ... and the regularisation did change the gradient.
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        plain = rnnt.rnnt_loss(x, symbols, 0, bnd, rnnt_type, reduction="sum")
+    tape_grad = tape.gradient(plain, x)
+    assert np.abs(tape_grad - fused_grad).max() > 1e-3
+
+
+def test_fastemit_under_jit_compile_matches_the_op():
+    rng = np.random.default_rng(17)
+    logits, symbols = random_problem(rng)
+
+    def grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = rnnt.rnnt_loss(x, symbols, 0, reduction="sum", fastemit_lambda=0.5)
+        return tape.gradient(loss, x)
+
+    x = tf.constant(logits)
+    np.testing.assert_allclose(
+        tf.function(grad, jit_compile=True)(x), grad(x), atol=1e-10
+    )

@@ -443,6 +443,7 @@ def _rnnt_loss_grad(op, d_scores, *unused_d_statistics):
         termination_symbol=op.get_attr("termination_symbol"),
         rnnt_type=op.get_attr("rnnt_type"),
         clamp=op.get_attr("clamp"),
+        fastemit_lambda=op.get_attr("fastemit_lambda"),
     )
     return [d_logits, None, None, None]
 
@@ -458,6 +459,7 @@ def rnnt_loss(
     logit_lengths=None,
     label_lengths=None,
     clamp=-1.0,
+    fastemit_lambda=0.0,
 ):
     """The RNN-T loss on full joiner logits, fused.
 
@@ -483,11 +485,17 @@ def rnnt_loss(
       clamp: if > 0, each element of the gradient of each utterance's loss
         with respect to the logits is clamped to [-clamp, clamp] (as
         torchaudio's `clamp`).
+      fastemit_lambda: float >= 0, FastEmit regularisation (arXiv
+        2010.11148): the gradient through every symbol step is scaled by
+        (1 + fastemit_lambda), which favours emitting early; the loss value
+        is unchanged.
 
     Returns:
       The loss: [B] with reduction "none", else a scalar.
     """
     _check_options(rnnt_type, reduction)
+    if fastemit_lambda < 0:
+        raise ValueError(f"fastemit_lambda must be >= 0, got {fastemit_lambda}")
     with tf.name_scope("rnnt_loss"):
         logits = tf.convert_to_tensor(logits, name="logits")
         if logits.shape.rank == 4:
@@ -505,6 +513,13 @@ def rnnt_loss(
                     x, symbols, termination_symbol, boundary, rnnt_type
                 )
                 px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+                if fastemit_lambda > 0:
+                    # The same value, its gradient times (1 + lambda); -inf
+                    # entries (no step) are left alone.
+                    delta = px - tf.stop_gradient(px)
+                    px += fastemit_lambda * tf.where(
+                        tf.math.is_finite(px), delta, tf.zeros_like(px)
+                    )
                 return mutual_information_recursion(
                     _mi_dtype(px), _mi_dtype(py), boundary
                 )
@@ -544,6 +559,7 @@ def rnnt_loss(
             termination_symbol=termination_symbol,
             rnnt_type=rnnt_type,
             clamp=float(clamp),
+            fastemit_lambda=float(fastemit_lambda),
         )
         return _reduce(scores, reduction)
 
