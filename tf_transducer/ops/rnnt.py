@@ -217,6 +217,20 @@ def _add_delay_penalty(px, boundary, rnnt_type, delay_penalty):
     return px + penalty
 
 
+def _loss_from_logprobs(
+    px, py, boundary, rnnt_type, delay_penalty, reduction, return_grad=False
+):
+    """The reduced loss of a lattice given as px, py (+ occupations)."""
+    px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+    result = mutual_information_recursion(
+        _mi_dtype(px), _mi_dtype(py), boundary, return_grad=return_grad
+    )
+    if return_grad:
+        scores, grads = result
+        return _reduce(scores, reduction), grads
+    return _reduce(result, reduction)
+
+
 def _reduce(negated_scores, reduction):
     if reduction == "none":
         return -negated_scores
@@ -357,14 +371,9 @@ def rnnt_loss_simple(
         px, py = get_rnnt_logprobs(
             lm, am, symbols, termination_symbol, rnnt_type=rnnt_type, boundary=boundary
         )
-        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
-        result = mutual_information_recursion(
-            _mi_dtype(px), _mi_dtype(py), boundary, return_grad=return_grad
+        return _loss_from_logprobs(
+            px, py, boundary, rnnt_type, delay_penalty, reduction, return_grad
         )
-        if return_grad:
-            scores, grads = result
-            return _reduce(scores, reduction), grads
-        return _reduce(result, reduction)
 
 
 def get_rnnt_logprobs_joint(
@@ -775,9 +784,9 @@ def rnnt_loss_pruned(
         px, py = get_rnnt_logprobs_pruned(
             logits, symbols, ranges, termination_symbol, boundary, rnnt_type
         )
-        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
-        scores = mutual_information_recursion(_mi_dtype(px), _mi_dtype(py), boundary)
-        return _reduce(scores, reduction)
+        return _loss_from_logprobs(
+            px, py, boundary, rnnt_type, delay_penalty, reduction
+        )
 
 
 def get_rnnt_logprobs_smoothed(
@@ -882,11 +891,6 @@ def rnnt_loss_smoothed(
             boundary,
             rnnt_type,
         )
-        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
-        result = mutual_information_recursion(
-            _mi_dtype(px), _mi_dtype(py), boundary, return_grad=return_grad
+        return _loss_from_logprobs(
+            px, py, boundary, rnnt_type, delay_penalty, reduction, return_grad
         )
-        if return_grad:
-            scores, grads = result
-            return _reduce(scores, reduction), grads
-        return _reduce(result, reduction)
