@@ -473,3 +473,25 @@ def test_fastemit_under_jit_compile_matches_the_op():
     np.testing.assert_allclose(
         tf.function(grad, jit_compile=True)(x), grad(x), atol=1e-10
     )
+
+
+def test_losses_trace_with_unknown_shapes():
+    rng = np.random.default_rng(18)
+    logits, symbols = random_problem(rng)
+    spec_logits = tf.TensorSpec([None, None, None, None], tf.float64)
+    spec_symbols = tf.TensorSpec([None, None], tf.int64)
+    lengths = tf.TensorSpec([None], tf.int64)
+
+    @tf.function(input_signature=[spec_logits, spec_symbols, lengths, lengths])
+    def loss(x, s, frames, labels):
+        return rnnt.rnnt_loss(
+            x, s, 0, reduction="none", logit_lengths=frames, label_lengths=labels
+        )
+
+    got = loss(logits, symbols, [6, 5, 4], [4, 3, 2])
+    bnd = np.array([[0, 0, 4, 6], [0, 0, 3, 5], [0, 0, 2, 4]])
+    np.testing.assert_allclose(
+        got, rnnt_loss_reference(logits, symbols, 0, bnd), rtol=1e-10
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="logit_lengths"):
+        loss(logits, symbols, [7, 5, 4], [4, 3, 2])
