@@ -106,7 +106,10 @@ RnntType ParseRnntType(const std::string& type) {
 
 }  // namespace
 
-template <typename Scalar>
+// Full logits [B, T, S + 1, C] (kPruned = false: row j of a frame is symbol
+// position s = j) or pruned logits [B, T, R, C] with ranges [B, T, R]
+// (kPruned: row j is position s = ranges[b, t, j]).
+template <typename Scalar, bool kPruned>
 class RnntLossOp : public OpKernel {
  public:
   explicit RnntLossOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -117,10 +120,18 @@ class RnntLossOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    const Tensor& logits = ctx->input(0);
-    const Tensor& symbols = ctx->input(1);
-    const Tensor& boundary = ctx->input(2);
-    const Tensor& penalty = ctx->input(3);
+    const Tensor* logits_in;
+    const Tensor* symbols_in;
+    const Tensor* boundary_in;
+    const Tensor* penalty_in;
+    OP_REQUIRES_OK(ctx, ctx->input("logits", &logits_in));
+    OP_REQUIRES_OK(ctx, ctx->input("symbols", &symbols_in));
+    OP_REQUIRES_OK(ctx, ctx->input("boundary", &boundary_in));
+    OP_REQUIRES_OK(ctx, ctx->input("delay_penalty", &penalty_in));
+    const Tensor& logits = *logits_in;
+    const Tensor& symbols = *symbols_in;
+    const Tensor& boundary = *boundary_in;
+    const Tensor& penalty = *penalty_in;
     OP_REQUIRES(ctx, penalty.dims() == 0,
                 InvalidArgument("delay_penalty must be a scalar, got shape ",
                                 penalty.shape().DebugString()));
@@ -128,28 +139,53 @@ class RnntLossOp : public OpKernel {
     OP_REQUIRES(
         ctx, delay_penalty >= 0,
         InvalidArgument("delay_penalty must be >= 0, got ", delay_penalty));
-    OP_REQUIRES(
-        ctx, logits.dims() == 4,
-        InvalidArgument("logits must have rank 4 [B, T, S + 1, C], got ",
-                        logits.shape().DebugString()));
-    const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
-                  S = logits.dim_size(2) - 1, C = logits.dim_size(3);
-    OP_REQUIRES(ctx, B > 0 && T > 0 && S > 0 && C > 0,
-                InvalidArgument("logits must have B, T, S and C positive "
-                                "(shape [B, T, S + 1, C]), got ",
+    OP_REQUIRES(ctx, logits.dims() == 4,
+                InvalidArgument("logits must have rank 4 [B, T, ",
+                                kPruned ? "s_range" : "S + 1", ", C], got ",
                                 logits.shape().DebugString()));
+    OP_REQUIRES(ctx, symbols.dims() == 2,
+                InvalidArgument("symbols must have rank 2 [B, S], got ",
+                                symbols.shape().DebugString()));
+    const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
+                  R = logits.dim_size(2), C = logits.dim_size(3),
+                  S = symbols.dim_size(1);
+    OP_REQUIRES(ctx, B > 0 && T > 0 && S > 0 && C > 0,
+                InvalidArgument("B, T, S and C must be positive, got logits ",
+                                logits.shape().DebugString(), " and symbols ",
+                                symbols.shape().DebugString()));
     OP_REQUIRES(
         ctx,
-        symbols.dims() == 2 && symbols.dim_size(0) == B &&
-            symbols.dim_size(1) == S,
-        InvalidArgument("symbols must have shape [B, S] = [", B, ", ", S,
-                        "] to match logits ", logits.shape().DebugString(),
-                        ", got ", symbols.shape().DebugString()));
+        symbols.dim_size(0) == B &&
+            (kPruned ? R >= 1 && R <= S + 1 : R == S + 1),
+        InvalidArgument("symbols [B, S] = ", symbols.shape().DebugString(),
+                        " does not fit logits ", logits.shape().DebugString(),
+                        kPruned ? " (need 1 <= s_range <= S + 1)"
+                                : " (need logits [B, T, S + 1, C])"));
     OP_REQUIRES(ctx,
                 boundary.dims() == 2 && boundary.dim_size(0) == B &&
                     boundary.dim_size(1) == 4,
                 InvalidArgument("boundary must have shape [B, 4] = [", B,
                                 ", 4], got ", boundary.shape().DebugString()));
+    const int64_t* ranges = nullptr;
+    if (kPruned) {
+      const Tensor* ranges_in;
+      OP_REQUIRES_OK(ctx, ctx->input("ranges", &ranges_in));
+      OP_REQUIRES(ctx, ranges_in->shape() == TensorShape({B, T, R}),
+                  InvalidArgument("ranges must have shape [B, T, s_range] = [",
+                                  B, ", ", T, ", ", R, "], got ",
+                                  ranges_in->shape().DebugString()));
+      ranges = ranges_in->flat<int64_t>().data();
+      for (int64_t i = 0; i < B * T; ++i) {
+        const int64_t* row = ranges + i * R;
+        bool ok = row[0] >= 0 && row[0] + R - 1 <= S;
+        for (int64_t j = 1; j < R; ++j) ok &= row[j] == row[0] + j;
+        OP_REQUIRES(ctx, ok,
+                    InvalidArgument("ranges[", i / T, ", ", i % T,
+                                    "] must be consecutive symbol positions "
+                                    "within [0, S = ",
+                                    S, "], starting at ", row[0]));
+      }
+    }
     OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
                 InvalidArgument("termination_symbol must lie in [0, C) with "
                                 "C = ",
@@ -192,17 +228,24 @@ class RnntLossOp : public OpKernel {
     OP_REQUIRES_OK(
         ctx, ctx->allocate_output(2, TensorShape({B, S + 1, T}), &py_grad));
     OP_REQUIRES_OK(ctx,
-                   ctx->allocate_output(3, TensorShape({B, T, S + 1}), &norms));
+                   ctx->allocate_output(3, TensorShape({B, T, R}), &norms));
     Tensor px, py;
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, px_grad->shape(), &px));
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, py_grad->shape(), &py));
+    // Steps that no row of the logits provides (outside the boundary, or
+    // pruned away) stay -inf.
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    px.flat<Scalar>().setConstant(kNegInf);
+    py.flat<Scalar>().setConstant(kNegInf);
 
     Problem pr;
     pr.B = B;
     pr.T = T;
     pr.S = S;
     pr.C = C;
+    pr.R = R;
     pr.T1 = T1;
+    pr.ranges = ranges;
     pr.logits = logits.flat<Scalar>().data();
     pr.symbols = sym.data();
     pr.boundary = bnd.data();
@@ -211,7 +254,7 @@ class RnntLossOp : public OpKernel {
     pr.norms = norms->flat<Scalar>().data();
 
     ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    const int64_t row_cost = (S + 1) * C * 8;
+    const int64_t row_cost = R * C * 8;
     // Pass 1: normalisers, px and py.
     pool->ParallelFor(B * T, ThreadPool::SchedulingParams::Adaptive(row_cost),
                       [&](int64_t begin, int64_t end) {
@@ -251,13 +294,14 @@ class RnntLossOp : public OpKernel {
 
  private:
   struct Problem {
-    int64_t B, T, S, C, T1;
-    const Scalar* logits;     // [B, T, S + 1, C]
+    int64_t B, T, S, C, R, T1;
+    const Scalar* logits;     // [B, T, R, C]
     const int64_t* symbols;   // [B, S]
+    const int64_t* ranges;    // [B, T, R], or null: row j is position j
     const int64_t* boundary;  // [B, 4]
     Scalar* px;               // [B, S, T1]
     Scalar* py;               // [B, S + 1, T]
-    Scalar* norms;            // [B, T, S + 1]
+    Scalar* norms;            // [B, T, R]
   };
 
   // Whether row (b, t, s) of the logits takes part in sequence b's lattice.
@@ -266,29 +310,28 @@ class RnntLossOp : public OpKernel {
     return s >= row[0] && s <= row[2] && t >= row[1] && t < row[3];
   }
 
-  // Pass 1 for frame t of sequence b: n, px and py of its S + 1 rows.  Rows
-  // outside the boundary get px = py = 0 (never read by the recursion).
+  // Pass 1 for frame t of sequence b: n, px and py of its R rows.  Rows
+  // outside the boundary are skipped (their px and py stay -inf).
   void LogProbsOfFrame(const Problem& pr, int64_t b, int64_t t) const {
-    const int64_t S = pr.S, C = pr.C, T = pr.T, T1 = pr.T1;
-    for (int64_t s = 0; s <= S; ++s) {
-      Scalar* py = pr.py + (b * (S + 1) + s) * T + t;
-      Scalar* px = s < S ? pr.px + (b * S + s) * T1 + t : nullptr;
-      Scalar* norm = pr.norms + (b * T + t) * (S + 1) + s;
+    const int64_t S = pr.S, C = pr.C, T = pr.T, R = pr.R, T1 = pr.T1;
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    for (int64_t j = 0; j < R; ++j) {
+      const int64_t row = (b * T + t) * R + j;
+      const int64_t s = pr.ranges ? pr.ranges[row] : j;
       if (!RowUsed(pr, b, t, s)) {
-        *py = Scalar(0);
-        if (px) *px = Scalar(0);
-        *norm = Scalar(0);
+        pr.norms[row] = Scalar(0);
         continue;
       }
-      const Scalar* l = pr.logits + ((b * T + t) * (S + 1) + s) * C;
+      const Scalar* l = pr.logits + row * C;
       Scalar m, log_sum;
       LogSumExpParts(l, C, &m, &log_sum);
-      *norm = m + log_sum;  // -inf for a row of -inf logits
-      const bool empty = m == -std::numeric_limits<Scalar>::infinity();
-      constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-      *py = empty ? kNegInf : (l[blank_] - m) - log_sum;
-      if (px) {
-        *px = empty ? kNegInf : (l[pr.symbols[b * S + s]] - m) - log_sum;
+      pr.norms[row] = m + log_sum;  // -inf for a row of -inf logits
+      const bool empty = m == kNegInf;
+      pr.py[(b * (S + 1) + s) * T + t] =
+          empty ? kNegInf : (l[blank_] - m) - log_sum;
+      if (s < S) {
+        pr.px[(b * S + s) * T1 + t] =
+            empty ? kNegInf : (l[pr.symbols[b * S + s]] - m) - log_sum;
       }
     }
   }
@@ -323,8 +366,8 @@ class RnntLossOp : public OpKernel {
   RnntType type_;
 };
 
-// Pass 3: scale[b] * d scores[b] / d logits.
-template <typename Scalar>
+// Pass 3: scale[b] * d scores[b] / d logits, for full or pruned logits.
+template <typename Scalar, bool kPruned>
 class RnntLossGradOp : public OpKernel {
  public:
   explicit RnntLossGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -337,27 +380,46 @@ class RnntLossGradOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    const Tensor& logits = ctx->input(0);
-    const Tensor& symbols = ctx->input(1);
-    const Tensor& px_grad = ctx->input(2);
-    const Tensor& py_grad = ctx->input(3);
-    const Tensor& norms = ctx->input(4);
-    const Tensor& scale = ctx->input(5);
-    OP_REQUIRES(ctx, logits.dims() == 4,
-                InvalidArgument("logits must have rank 4, got ",
-                                logits.shape().DebugString()));
+    const Tensor* in[6];
+    const char* names[6] = {"logits",  "symbols",     "px_grad",
+                            "py_grad", "normalizers", "scale"};
+    for (int i = 0; i < 6; ++i)
+      OP_REQUIRES_OK(ctx, ctx->input(names[i], &in[i]));
+    const Tensor& logits = *in[0];
+    const Tensor& symbols = *in[1];
+    const Tensor& px_grad = *in[2];
+    const Tensor& py_grad = *in[3];
+    const Tensor& norms = *in[4];
+    const Tensor& scale = *in[5];
+    OP_REQUIRES(ctx, logits.dims() == 4 && symbols.dims() == 2,
+                InvalidArgument("logits must have rank 4 and symbols rank 2, "
+                                "got ",
+                                logits.shape().DebugString(), " and ",
+                                symbols.shape().DebugString()));
     const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
-                  S = logits.dim_size(2) - 1, C = logits.dim_size(3);
+                  R = logits.dim_size(2), C = logits.dim_size(3),
+                  S = symbols.dim_size(1);
     const int64_t T1 = type_ == RnntType::kRegular ? T + 1 : T;
-    // Inputs come from TfTransducerRnntLoss; check them all the same.
+    const int64_t* ranges = nullptr;
+    bool ranges_ok = !kPruned && R == S + 1;
+    if (kPruned) {
+      const Tensor* ranges_in;
+      OP_REQUIRES_OK(ctx, ctx->input("ranges", &ranges_in));
+      ranges_ok = ranges_in->shape() == TensorShape({B, T, R});
+      ranges = ranges_in->flat<int64_t>().data();
+      for (int64_t i = 0; ranges_ok && i < B * T * R; ++i) {
+        ranges_ok = ranges[i] >= 0 && ranges[i] <= S;
+      }
+    }
+    // Inputs come from the loss op; check them all the same.
     OP_REQUIRES(
         ctx,
-        symbols.shape() == TensorShape({B, S}) &&
+        ranges_ok && symbols.dim_size(0) == B &&
             px_grad.shape() == TensorShape({B, S, T1}) &&
             py_grad.shape() == TensorShape({B, S + 1, T}) &&
-            norms.shape() == TensorShape({B, T, S + 1}) &&
+            norms.shape() == TensorShape({B, T, R}) &&
             scale.shape() == TensorShape({B}),
-        InvalidArgument("TfTransducerRnntLossGrad got inconsistent shapes: "
+        InvalidArgument("the RNN-T gradient op got inconsistent inputs: "
                         "logits ",
                         logits.shape().DebugString(), ", symbols ",
                         symbols.shape().DebugString(), ", px_grad ",
@@ -386,8 +448,9 @@ class RnntLossGradOp : public OpKernel {
     const Scalar clamp = static_cast<Scalar>(clamp_);
     const Scalar emit = Scalar(1) + static_cast<Scalar>(fastemit_lambda_);
     auto frame = [&](int64_t b, int64_t t) {
-      for (int64_t s = 0; s <= S; ++s) {
-        const int64_t row = (b * T + t) * (S + 1) + s;
+      for (int64_t j = 0; j < R; ++j) {
+        const int64_t row = (b * T + t) * R + j;
+        const int64_t s = ranges ? ranges[row] : j;
         Scalar* g_row = out + row * C;
         // FastEmit: every symbol step counts (1 + lambda) times.
         Scalar gx = s < S ? emit * gx_all[(b * S + s) * T1 + t] : Scalar(0);
@@ -416,8 +479,7 @@ class RnntLossGradOp : public OpKernel {
       }
     };
     ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    pool->ParallelFor(B * T,
-                      ThreadPool::SchedulingParams::Adaptive((S + 1) * C * 4),
+    pool->ParallelFor(B * T, ThreadPool::SchedulingParams::Adaptive(R * C * 4),
                       [&](int64_t begin, int64_t end) {
                         for (int64_t i = begin; i < end; ++i) {
                           frame(i / T, i % T);
@@ -435,11 +497,19 @@ class RnntLossGradOp : public OpKernel {
 #define TF_TRANSDUCER_REGISTER_RNNT(T)                                        \
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfTransducerRnntLoss").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      RnntLossOp<T>);                                                         \
+      RnntLossOp<T, false>);                                                  \
   REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                    \
                               .Device(DEVICE_CPU)                             \
                               .TypeConstraint<T>("T"),                        \
-                          RnntLossGradOp<T>)
+                          RnntLossGradOp<T, false>);                          \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")                  \
+                              .Device(DEVICE_CPU)                             \
+                              .TypeConstraint<T>("T"),                        \
+                          RnntLossOp<T, true>);                               \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")              \
+                              .Device(DEVICE_CPU)                             \
+                              .TypeConstraint<T>("T"),                        \
+                          RnntLossGradOp<T, true>)
 
 TF_TRANSDUCER_REGISTER_RNNT(float);
 TF_TRANSDUCER_REGISTER_RNNT(double);

@@ -118,3 +118,81 @@ logits_grad: the shape of logits.
 )doc");
 
 }  // namespace tf_transducer
+
+namespace tf_transducer {
+
+REGISTER_OP("TfTransducerRnntLossPruned")
+    .Input("logits: T")
+    .Input("symbols: int64")
+    .Input("ranges: int64")
+    .Input("boundary: int64")
+    .Input("delay_penalty: T")
+    .Output("scores: T")
+    .Output("px_grad: T")
+    .Output("py_grad: T")
+    .Output("normalizers: T")
+    .Attr("T: {float, double}")
+    .Attr("termination_symbol: int")
+    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
+    .Attr("clamp: float = -1.0")
+    .Attr("fastemit_lambda: float = 0.0")
+    .SetShapeFn([](InferenceContext* c) -> Status {
+      ShapeHandle logits, symbols, ranges, boundary, penalty;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &logits));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &symbols));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &ranges));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &boundary));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 0, &penalty));
+      ShapeHandle leading;
+      TF_RETURN_IF_ERROR(c->Subshape(logits, 0, 3, &leading));
+      TF_RETURN_IF_ERROR(c->Merge(ranges, leading, &ranges));
+      DimensionHandle batch, frames = c->Dim(logits, 1), rows_1, frames_1;
+      TF_RETURN_IF_ERROR(
+          c->Merge(c->Dim(logits, 0), c->Dim(symbols, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(boundary, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Add(c->Dim(symbols, 1), 1, &rows_1));
+      std::string rnnt_type;
+      TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
+      frames_1 = frames;
+      if (rnnt_type == "regular") {
+        TF_RETURN_IF_ERROR(c->Add(frames, 1, &frames_1));
+      }
+      c->set_output(0, c->Vector(batch));
+      c->set_output(1, c->MakeShape({batch, c->Dim(symbols, 1), frames_1}));
+      c->set_output(2, c->MakeShape({batch, rows_1, frames}));
+      c->set_output(3, c->MakeShape({batch, frames, c->Dim(logits, 2)}));
+      return Status();
+    })
+    .Doc(R"doc(
+TfTransducerRnntLoss on a pruned joiner's logits [B, T, s_range, C]: row j of
+frame t is symbol position ranges[b, t, j] (consecutive positions within
+[0, S]); the (frame, position) pairs no row covers are excluded.
+
+normalizers: [B, T, s_range].
+)doc");
+
+REGISTER_OP("TfTransducerRnntLossPrunedGrad")
+    .Input("logits: T")
+    .Input("symbols: int64")
+    .Input("ranges: int64")
+    .Input("px_grad: T")
+    .Input("py_grad: T")
+    .Input("normalizers: T")
+    .Input("scale: T")
+    .Output("logits_grad: T")
+    .Attr("T: {float, double}")
+    .Attr("termination_symbol: int")
+    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
+    .Attr("clamp: float = -1.0")
+    .Attr("fastemit_lambda: float = 0.0")
+    .SetShapeFn([](InferenceContext* c) -> Status {
+      ShapeHandle logits;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &logits));
+      c->set_output(0, logits);
+      return Status();
+    })
+    .Doc(R"doc(
+scale[b] * d scores[b] / d logits for TfTransducerRnntLossPruned.
+)doc");
+
+}  // namespace tf_transducer

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import tf_transducer as tt
 from tests.ops.rnnt_reference import (
     log_softmax,
     prune_ranges_reference,
@@ -153,3 +154,44 @@ def test_too_small_s_range_is_rejected(s_range, rnnt_type, message):
     px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
     with pytest.raises(ValueError, match=message):
         rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range)
+
+
+@pytest.mark.parametrize("rnnt_type", TYPES)
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["op", "xla"])
+def test_fused_pruned_loss_matches_the_composite_path(rnnt_type, jit_compile):
+    rng = np.random.default_rng(7)
+    lm, am, symbols, boundary = simple_problem(rng)
+    px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
+    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
+    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    logits = am_p + lm_p
+    weights = tf.constant([1.0, -0.5, 2.0], tf.float64)
+
+    def fused(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = rnnt.rnnt_loss_pruned(
+                x, symbols, ranges, 0, boundary, rnnt_type, 0.1, "none"
+            )
+            total = tf.reduce_sum(loss * weights)
+        return loss, tape.gradient(total, x)
+
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        px, py = rnnt.get_rnnt_logprobs_pruned(
+            logits, symbols, ranges, 0, boundary, rnnt_type
+        )
+        px = rnnt._add_delay_penalty(px, boundary, rnnt_type, 0.1)
+        want = -tt.mutual_information_recursion(px, py, boundary)
+        total = tf.reduce_sum(want * weights)
+    want_grad = tape.gradient(total, logits)
+    got, got_grad = tf.function(fused, jit_compile=jit_compile)(logits)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(got_grad, want_grad, atol=1e-10)
+
+
+def test_non_consecutive_ranges_are_rejected():
+    logits = np.zeros((1, 3, 2, 4))
+    ranges = np.array([[[0, 1], [0, 2], [1, 2]]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="consecutive"):
+        rnnt.rnnt_loss_pruned(logits, [[1, 2]], ranges, 0)

@@ -136,6 +136,7 @@ def boundary_from_lengths(
         labels = tf.cast(
             tf.convert_to_tensor(label_lengths, name="label_lengths"), tf.int64
         )
+        checks = []
         for name, x, limit in (
             ("logit_lengths", frames, num_frames),
             ("label_lengths", labels, num_symbols),
@@ -145,17 +146,22 @@ def boundary_from_lengths(
             ok = x >= 0
             if limit is not None:
                 ok &= x <= tf.cast(limit, tf.int64)
-            tf.debugging.Assert(
-                tf.reduce_all(ok),
-                [
-                    f"{name} must lie in [0, padded length]; padded length, {name} =",
-                    -1 if limit is None else limit,
-                    x,
-                ],
-                summarize=64,
+            checks.append(
+                tf.debugging.Assert(
+                    tf.reduce_all(ok),
+                    [
+                        f"{name} must lie in [0, padded length]; padded length, "
+                        f"{name} =",
+                        -1 if limit is None else limit,
+                        x,
+                    ],
+                    summarize=64,
+                )
             )
-        zeros = tf.zeros_like(frames)
-        return tf.stack([zeros, zeros, labels, frames], axis=1)
+        # In a graph, whatever uses the boundary runs after the checks.
+        with tf.control_dependencies(checks):
+            zeros = tf.zeros_like(frames)
+            return tf.stack([zeros, zeros, labels, frames], axis=1)
 
 
 def _resolve_boundary(boundary, logit_lengths, label_lengths, num_frames, num_symbols):
@@ -449,12 +455,32 @@ def _rnnt_loss_grad(op, d_scores, *unused_d_statistics):
         py_grad=py_grad,
         normalizers=normalizers,
         scale=d_scores,
-        termination_symbol=op.get_attr("termination_symbol"),
-        rnnt_type=op.get_attr("rnnt_type"),
-        clamp=op.get_attr("clamp"),
-        fastemit_lambda=op.get_attr("fastemit_lambda"),
+        **_gradient_attrs(op),
     )
     return [d_logits, None, None, None]
+
+
+@tf.RegisterGradient("TfTransducerRnntLossPruned")
+def _rnnt_loss_pruned_grad(op, d_scores, *unused_d_statistics):
+    """As _rnnt_loss_grad, for pruned logits."""
+    logits, symbols, ranges = op.inputs[0], op.inputs[1], op.inputs[2]
+    _, px_grad, py_grad, normalizers = op.outputs
+    d_logits = _loader.op_library().tf_transducer_rnnt_loss_pruned_grad(
+        logits=logits,
+        symbols=symbols,
+        ranges=ranges,
+        px_grad=px_grad,
+        py_grad=py_grad,
+        normalizers=normalizers,
+        scale=d_scores,
+        **_gradient_attrs(op),
+    )
+    return [d_logits, None, None, None, None]
+
+
+def _gradient_attrs(op):
+    names = ("termination_symbol", "rnnt_type", "clamp", "fastemit_lambda")
+    return {name: op.get_attr(name) for name in names}
 
 
 def rnnt_loss(
@@ -764,7 +790,11 @@ def rnnt_loss_pruned(
     delay_penalty=0.0,
     reduction="mean",
 ):
-    """The RNN-T loss on a pruned joiner's logits [B, T, s_range, C].
+    """The RNN-T loss on a pruned joiner's logits [B, T, s_range, C], fused.
+
+    A C++ op as for `rnnt_loss` (the pruned-away (frame, symbol) pairs are
+    excluded); under XLA, `get_rnnt_logprobs_pruned` and the pure-TF
+    recursion.
 
     Args:
       logits: float [B, T, s_range, C]: the joiner at (t, ranges[b, t, j]).
@@ -781,12 +811,49 @@ def rnnt_loss_pruned(
     """
     _check_options(rnnt_type, reduction)
     with tf.name_scope("rnnt_loss_pruned"):
-        px, py = get_rnnt_logprobs_pruned(
-            logits, symbols, ranges, termination_symbol, boundary, rnnt_type
+        if in_xla_context():
+            px, py = get_rnnt_logprobs_pruned(
+                logits, symbols, ranges, termination_symbol, boundary, rnnt_type
+            )
+            return _loss_from_logprobs(
+                px, py, boundary, rnnt_type, delay_penalty, reduction
+            )
+        logits = _float_tensor(logits, "logits", 4, "[B, T, s_range, C]")
+        _check_termination(termination_symbol, logits.shape[3])
+        symbols = _check_symbols(
+            symbols, logits.shape[0], None, _static_or_dynamic(logits, 3)
         )
-        return _loss_from_logprobs(
-            px, py, boundary, rnnt_type, delay_penalty, reduction
+        ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
+        if ranges.shape.rank != 3:
+            raise ValueError(
+                f"ranges must have rank 3 [B, T, s_range], got {ranges.shape}"
+            )
+        _check_frames(
+            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
         )
+        if delay_penalty < 0:
+            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
+        if boundary is None:
+            boundary = default_boundary(
+                tf.shape(logits, out_type=tf.int64)[0],
+                tf.shape(symbols, out_type=tf.int64)[1],
+                tf.shape(logits, out_type=tf.int64)[1],
+            )
+        else:
+            boundary = tf.cast(
+                tf.convert_to_tensor(boundary, name="boundary"), tf.int64
+            )
+        logits = _mi_dtype(logits)
+        scores, *_ = _loader.op_library().tf_transducer_rnnt_loss_pruned(
+            logits=logits,
+            symbols=symbols,
+            ranges=ranges,
+            boundary=boundary,
+            delay_penalty=tf.constant(delay_penalty, logits.dtype),
+            termination_symbol=termination_symbol,
+            rnnt_type=rnnt_type,
+        )
+        return _reduce(scores, reduction)
 
 
 def get_rnnt_logprobs_smoothed(
