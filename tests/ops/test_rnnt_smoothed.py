@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.ops.mi_reference import mi_reference
 from tests.ops.rnnt_reference import smoothed_logprobs_reference
@@ -53,3 +54,15 @@ def test_zero_smoothing_is_the_simple_loss():
     smoothed = rnnt.rnnt_loss_smoothed(lm, am, symbols, 1, 0.0, 0.0, boundary)
     simple = rnnt.rnnt_loss_simple(lm, am, symbols, 1, boundary)
     np.testing.assert_allclose(smoothed, simple, rtol=1e-12)
+
+
+def test_smoothed_loss_gradient_matches_finite_differences():
+    rng = np.random.default_rng(9)
+    lm, am, symbols, boundary = problem(rng, B=2, T=4, S=2, C=3)
+
+    def f(lm, am):
+        return rnnt.rnnt_loss_smoothed(lm, am, symbols, 1, 0.2, 0.1, boundary)
+
+    analytic, numeric = tf.test.compute_gradient(f, [lm, am])
+    for a, n in zip(analytic, numeric, strict=True):
+        np.testing.assert_allclose(a, n, atol=1e-7)
