@@ -1,10 +1,13 @@
-"""`make demo`: the MI recursion end to end.
+"""`make demo`: the MI recursion and the RNN-T loss end to end.
 
 1. Scores and occupation gradients of random RNN-T-shaped px / py from the
    C++ op, checked against the pure-TF path, with both timed.
 2. A small Keras model trained with `fit` to put its probability mass on the
    paths through an (S + 1) x (T + 1) grid, with the op as its loss (and the
    same model under `jit_compile=True`, where the pure-TF path takes over).
+3. A toy transducer (encoder frames + label embeddings -> joiner logits)
+   trained with `fit` and `tf_transducer.RnntLoss` on variable-length,
+   padded batches; the encoder's mask tells the loss each utterance's frames.
 """
 
 import os
@@ -96,12 +99,63 @@ def train(S, T, epochs, jit_compile):
     print(f"  jit_compile={jit_compile!s:5}: -log P per epoch {losses}")
 
 
+class ToyJoiner(keras.layers.Layer):
+    """enc [B, T, H] + dec [B, S + 1, H] -> logits [B, T, S + 1, C].
+
+    Keeps the encoder's frame mask on its output, for RnntLoss.
+    """
+
+    def __init__(self, classes, **kwargs):
+        super().__init__(**kwargs)
+        self.out = keras.layers.Dense(classes)
+
+    def call(self, enc, dec):
+        return self.out(keras.ops.tanh(enc[:, :, None, :] + dec[:, None, :, :]))
+
+    def compute_mask(self, inputs, previous_mask=None):
+        if isinstance(previous_mask, (list, tuple)):
+            return previous_mask[0]
+        return previous_mask
+
+
+def train_toy_transducer(epochs, classes=6):
+    """Each utterance's frames are noisy one-hot codes of its labels."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    features, contexts, targets = [], [], []
+    for _ in range(64):
+        labels = rng.integers(1, classes, size=rng.integers(1, 4))
+        frames = np.repeat(labels, 2)  # two frames per label
+        x = np.zeros((10, classes), np.float32)
+        x[np.arange(len(frames)), frames] = 1.0
+        x[: len(frames)] += 0.1 * rng.normal(size=(len(frames), classes))
+        y = np.full(3, -1, np.int64)  # labels padded with -1
+        y[: len(labels)] = labels
+        features.append(x)
+        contexts.append(np.concatenate([[0], np.maximum(y, 0)]))  # blank first
+        targets.append(y)
+    data = tf.data.Dataset.from_tensor_slices(
+        ((np.stack(features), np.stack(contexts)), np.stack(targets))
+    ).batch(8)
+    feats = keras.Input((None, classes))
+    context = keras.Input((None,), dtype="int32")
+    enc = keras.layers.Dense(16)(keras.layers.Masking(0.0)(feats))
+    dec = keras.layers.Embedding(classes, 16)(context)
+    model = keras.Model([feats, context], ToyJoiner(classes)(enc, dec))
+    model.compile(optimizer=keras.optimizers.Adam(0.02), loss=tt.RnntLoss(blank=0))
+    history = model.fit(data, epochs=epochs, verbose=0, shuffle=False)
+    losses = " -> ".join(f"{v:.3f}" for v in history.history["loss"])
+    print(f"  RNN-T loss per epoch {losses}")
+
+
 def main(argv):
     del argv
     compare_paths(BATCH_SIZE.value, SYMBOLS.value, FRAMES.value)
     print("Keras fit with the MI score as the loss (S=6, T=12):")
     for jit_compile in (False, True):
         train(6, 12, EPOCHS.value, jit_compile)
+    print("A toy transducer trained with fit and tf_transducer.RnntLoss:")
+    train_toy_transducer(2 * EPOCHS.value)
 
 
 if __name__ == "__main__":
