@@ -420,6 +420,44 @@ def get_rnnt_logprobs_joint(
         return _finish_logprobs(px, py, boundary, rnnt_type)
 
 
+def _fused_op_inputs(
+    logits,
+    symbols,
+    termination_symbol,
+    boundary,
+    rnnt_type,
+    delay_penalty,
+    pruned=False,
+):
+    """Checked inputs of the fused ops: (logits, symbols, boundary, penalty).
+
+    logits [B, T, S + 1, C] (or [B, T, s_range, C] when pruned) in float32
+    or float64; symbols int64 [B, S]; boundary int64 [B, 4], (0, 0, S, T)
+    rows by default; the delay penalty as a scalar of the logits' dtype.
+    """
+    rows = "s_range" if pruned else "S + 1"
+    logits = _float_tensor(logits, "logits", 4, f"[B, T, {rows}, C]")
+    _check_termination(termination_symbol, logits.shape[3])
+    s_len = None if pruned or logits.shape[2] is None else logits.shape[2] - 1
+    symbols = _check_symbols(
+        symbols, logits.shape[0], s_len, _static_or_dynamic(logits, 3)
+    )
+    _check_frames(
+        _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
+    )
+    if delay_penalty < 0:
+        raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
+    if boundary is None:
+        shape = tf.shape(logits, out_type=tf.int64)
+        boundary = default_boundary(
+            shape[0], tf.shape(symbols, out_type=tf.int64)[1], shape[1]
+        )
+    else:
+        boundary = tf.cast(tf.convert_to_tensor(boundary, name="boundary"), tf.int64)
+    logits = _mi_dtype(logits)
+    return logits, symbols, boundary, tf.constant(delay_penalty, logits.dtype)
+
+
 def _with_clamped_gradient(scores_fn, logits, clamp):
     """scores_fn(logits) [B], whose per-utterance gradient is clamped.
 
@@ -564,33 +602,14 @@ def rnnt_loss(
             else:
                 scores = composite_scores(logits)
             return _reduce(scores, reduction)
-        logits = _float_tensor(logits, "logits", 4, "[B, T, S + 1, C]")
-        _check_termination(termination_symbol, logits.shape[3])
-        s_len = logits.shape[2] - 1 if logits.shape[2] is not None else None
-        symbols = _check_symbols(
-            symbols, logits.shape[0], s_len, _static_or_dynamic(logits, 3)
+        logits, symbols, boundary, penalty = _fused_op_inputs(
+            logits, symbols, termination_symbol, boundary, rnnt_type, delay_penalty
         )
-        _check_frames(
-            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
-        )
-        if delay_penalty < 0:
-            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
-        if boundary is None:
-            boundary = default_boundary(
-                tf.shape(logits, out_type=tf.int64)[0],
-                tf.shape(symbols, out_type=tf.int64)[1],
-                tf.shape(logits, out_type=tf.int64)[1],
-            )
-        else:
-            boundary = tf.cast(
-                tf.convert_to_tensor(boundary, name="boundary"), tf.int64
-            )
-        logits = _mi_dtype(logits)
         scores, *_ = _loader.op_library().tf_transducer_rnnt_loss(
             logits=logits,
             symbols=symbols,
             boundary=boundary,
-            delay_penalty=tf.constant(delay_penalty, logits.dtype),
+            delay_penalty=penalty,
             termination_symbol=termination_symbol,
             rnnt_type=rnnt_type,
             clamp=float(clamp),
@@ -818,38 +837,26 @@ def rnnt_loss_pruned(
             return _loss_from_logprobs(
                 px, py, boundary, rnnt_type, delay_penalty, reduction
             )
-        logits = _float_tensor(logits, "logits", 4, "[B, T, s_range, C]")
-        _check_termination(termination_symbol, logits.shape[3])
-        symbols = _check_symbols(
-            symbols, logits.shape[0], None, _static_or_dynamic(logits, 3)
+        logits, symbols, boundary, penalty = _fused_op_inputs(
+            logits,
+            symbols,
+            termination_symbol,
+            boundary,
+            rnnt_type,
+            delay_penalty,
+            pruned=True,
         )
         ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
         if ranges.shape.rank != 3:
             raise ValueError(
                 f"ranges must have rank 3 [B, T, s_range], got {ranges.shape}"
             )
-        _check_frames(
-            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
-        )
-        if delay_penalty < 0:
-            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
-        if boundary is None:
-            boundary = default_boundary(
-                tf.shape(logits, out_type=tf.int64)[0],
-                tf.shape(symbols, out_type=tf.int64)[1],
-                tf.shape(logits, out_type=tf.int64)[1],
-            )
-        else:
-            boundary = tf.cast(
-                tf.convert_to_tensor(boundary, name="boundary"), tf.int64
-            )
-        logits = _mi_dtype(logits)
         scores, *_ = _loader.op_library().tf_transducer_rnnt_loss_pruned(
             logits=logits,
             symbols=symbols,
             ranges=ranges,
             boundary=boundary,
-            delay_penalty=tf.constant(delay_penalty, logits.dtype),
+            delay_penalty=penalty,
             termination_symbol=termination_symbol,
             rnnt_type=rnnt_type,
         )
