@@ -35,6 +35,7 @@ test-all: build
 bench: build
 	$(PY) benchmarks/bench_mutual_information.py
 	$(PY) benchmarks/bench_rnnt_loss.py
+	$(PY) benchmarks/rss_rnnt_loss.py
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .

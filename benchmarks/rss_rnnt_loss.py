@@ -1,0 +1,89 @@
+"""Peak resident memory of one RNN-T loss step, above the logits.
+
+Each case runs in a fresh interpreter: it makes the logits, loads the
+kernels on a tiny problem, resets the kernel's peak-RSS mark
+(/proc/self/clear_refs, Linux), runs one eager forward + backward step and
+reads the peak back (VmHWM). Peak minus the RSS before the step, over the
+logits' size, is the step's extra memory; the gradient alone is 1.0x.
+(In a warm process freed memory stays resident, so the peak would not move.)
+
+Usage: python benchmarks/rss_rnnt_loss.py
+"""
+
+import os
+import subprocess
+import sys
+
+from absl import app, flags
+
+WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
+SHAPES = [(8, 150, 40, 500), (4, 300, 80, 128)]
+IMPLS = {
+    "fused": "tt.rnnt_loss (fused op)",
+    "yardstick": "tf.nn.log_softmax fwd + bwd",
+    "pure_tf": "pure-TF RNN-T loss",
+}
+
+
+def _status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def measure(impl, B, T, U, V):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+    from pure_tf_rnnt import pure_tf_rnnt_loss
+
+    import tf_transducer as tt
+
+    loss_fn = {
+        "fused": lambda x, y: tt.rnnt_loss(x, y, 0),
+        "yardstick": lambda x, y: tf.reduce_mean(tf.nn.log_softmax(x)[..., 0]),
+        "pure_tf": lambda x, y: pure_tf_rnnt_loss(x, y, 0),
+    }[impl]
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = loss_fn(x, y)
+        return tape.gradient(loss, x).numpy()
+
+    logits = tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0])
+    labels = tf.constant(np.random.default_rng(0).integers(1, V, size=(B, U)))
+    step(tf.random.stateless_normal((1, 3, 3, 4), seed=[0, 0]), tf.constant([[1, 2]]))
+    before = _status("VmRSS:")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    step(logits, labels)
+    return (_status("VmHWM:") - before) / (B * T * (U + 1) * V * 4)
+
+
+def main(argv):
+    del argv
+    if WORKER.value:
+        impl, *dims = WORKER.value.split(",")
+        print(measure(impl, *map(int, dims)))
+        return
+    print("| (B, T, U, V) | what | peak RSS of a step above the logits |")
+    print("| --- | --- | --- |")
+    for shape in SHAPES:
+        for impl, name in IMPLS.items():
+            spec = ",".join(map(str, (impl, *shape)))
+            out = subprocess.run(
+                [sys.executable, __file__, f"--worker={spec}"],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=os.path.dirname(os.path.abspath(__file__)),
+            ).stdout
+            print(f"| {shape} | {name} | {float(out.split()[-1]):.2f}x |")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    app.run(main)
