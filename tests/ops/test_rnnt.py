@@ -495,3 +495,12 @@ def test_losses_trace_with_unknown_shapes():
     )
     with pytest.raises(tf.errors.InvalidArgumentError, match="logit_lengths"):
         loss(logits, symbols, [7, 5, 4], [4, 3, 2])
+
+
+@pytest.mark.parametrize("fn", [rnnt.rnnt_loss_simple, rnnt.rnnt_loss_smoothed])
+def test_negative_delay_penalty_is_rejected_by_every_loss(fn):
+    lm, am = np.zeros((1, 3, 4)), np.zeros((1, 5, 4))
+    with pytest.raises(ValueError, match="delay_penalty must be >= 0, got -0.5"):
+        fn(lm, am, [[1, 2]], 0, delay_penalty=-0.5)
+    with pytest.raises(ValueError, match="delay_penalty must be >= 0"):
+        rnnt.rnnt_loss(np.zeros((1, 5, 3, 4)), [[1, 2]], 0, delay_penalty=-0.5)

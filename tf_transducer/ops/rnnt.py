@@ -39,7 +39,9 @@ REDUCTIONS = ("none", "mean", "sum")
 _NEG_INF = float("-inf")
 
 
-def _check_options(rnnt_type, reduction=None):
+def _check_options(rnnt_type, reduction=None, delay_penalty=0.0):
+    if delay_penalty < 0:
+        raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
     if rnnt_type not in RNNT_TYPES:
         raise ValueError(f"rnnt_type must be one of {RNNT_TYPES}, got {rnnt_type!r}")
     if reduction is not None and reduction not in REDUCTIONS:
@@ -111,6 +113,32 @@ def _check_frames(num_frames, num_symbols, rnnt_type):
         num_frames >= num_symbols,
         [f"rnnt_type {rnnt_type!r} needs T >= S; T, S =", num_frames, num_symbols],
     )
+
+
+def _check_logits(logits, symbols, termination_symbol, rnnt_type, pruned=False):
+    """Checked (logits, symbols) of the joint and pruned losses.
+
+    logits [B, T, S + 1, C], or [B, T, s_range, C] when pruned (then S comes
+    from symbols alone); symbols int64 [B, S] in [0, C).
+    """
+    rows = "s_range" if pruned else "S + 1"
+    logits = _float_tensor(logits, "logits", 4, f"[B, T, {rows}, C]")
+    _check_termination(termination_symbol, logits.shape[3])
+    s_len = None if pruned or logits.shape[2] is None else logits.shape[2] - 1
+    symbols = _check_symbols(
+        symbols, logits.shape[0], s_len, _static_or_dynamic(logits, 3)
+    )
+    _check_frames(
+        _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
+    )
+    return logits, symbols
+
+
+def _check_ranges(ranges):
+    ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
+    if ranges.shape.rank != 3:
+        raise ValueError(f"ranges must have rank 3 [B, T, s_range], got {ranges.shape}")
+    return ranges
 
 
 def _static_or_dynamic(x, axis):
@@ -371,7 +399,7 @@ def rnnt_loss_simple(
     Returns:
       loss, or (loss, (px_grad, py_grad)) with return_grad.
     """
-    _check_options(rnnt_type, reduction)
+    _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_simple"):
         boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
         px, py = get_rnnt_logprobs(
@@ -399,14 +427,7 @@ def get_rnnt_logprobs_joint(
     """
     _check_options(rnnt_type)
     with tf.name_scope("get_rnnt_logprobs_joint"):
-        logits = _float_tensor(logits, "logits", 4, "[B, T, S + 1, C]")
-        num_classes = _static_or_dynamic(logits, 3)
-        _check_termination(termination_symbol, logits.shape[3])
-        s_len = logits.shape[2] - 1 if logits.shape[2] is not None else None
-        symbols = _check_symbols(symbols, logits.shape[0], s_len, num_classes)
-        _check_frames(
-            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
-        )
+        logits, symbols = _check_logits(logits, symbols, termination_symbol, rnnt_type)
         normalizers = tf.transpose(tf.reduce_logsumexp(logits, axis=3), [0, 2, 1])
         index = tf.broadcast_to(
             symbols[:, tf.newaxis, :, tf.newaxis],
@@ -435,18 +456,9 @@ def _fused_op_inputs(
     or float64; symbols int64 [B, S]; boundary int64 [B, 4], (0, 0, S, T)
     rows by default; the delay penalty as a scalar of the logits' dtype.
     """
-    rows = "s_range" if pruned else "S + 1"
-    logits = _float_tensor(logits, "logits", 4, f"[B, T, {rows}, C]")
-    _check_termination(termination_symbol, logits.shape[3])
-    s_len = None if pruned or logits.shape[2] is None else logits.shape[2] - 1
-    symbols = _check_symbols(
-        symbols, logits.shape[0], s_len, _static_or_dynamic(logits, 3)
+    logits, symbols = _check_logits(
+        logits, symbols, termination_symbol, rnnt_type, pruned
     )
-    _check_frames(
-        _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
-    )
-    if delay_penalty < 0:
-        raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
     if boundary is None:
         shape = tf.shape(logits, out_type=tf.int64)
         boundary = default_boundary(
@@ -566,7 +578,7 @@ def rnnt_loss(
     Returns:
       The loss: [B] with reduction "none", else a scalar.
     """
-    _check_options(rnnt_type, reduction)
+    _check_options(rnnt_type, reduction, delay_penalty)
     if fastemit_lambda < 0:
         raise ValueError(f"fastemit_lambda must be >= 0, got {fastemit_lambda}")
     with tf.name_scope("rnnt_loss"):
@@ -724,11 +736,11 @@ def do_rnnt_pruning(am, lm, ranges):
     with tf.name_scope("do_rnnt_pruning"):
         am = tf.convert_to_tensor(am, name="am")
         lm = tf.convert_to_tensor(lm, name="lm")
-        ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
-        if am.shape.rank != 3 or lm.shape.rank != 3 or ranges.shape.rank != 3:
+        ranges = _check_ranges(ranges)
+        if am.shape.rank != 3 or lm.shape.rank != 3:
             raise ValueError(
-                f"am [B, T, C], lm [B, S + 1, C] and ranges [B, T, s_range] "
-                f"must have rank 3, got {am.shape}, {lm.shape}, {ranges.shape}"
+                f"am [B, T, C] and lm [B, S + 1, C] must have rank 3, got "
+                f"{am.shape} and {lm.shape}"
             )
         lm_pruned = tf.gather(lm, ranges, axis=1, batch_dims=1)
         am_pruned = tf.broadcast_to(am[:, :, tf.newaxis, :], tf.shape(lm_pruned))
@@ -765,23 +777,11 @@ def get_rnnt_logprobs_pruned(
     """
     _check_options(rnnt_type)
     with tf.name_scope("get_rnnt_logprobs_pruned"):
-        logits = _float_tensor(logits, "logits", 4, "[B, T, s_range, C]")
-        _check_termination(termination_symbol, logits.shape[3])
-        symbols = _check_symbols(
-            symbols,
-            logits.shape[0],
-            None,
-            _static_or_dynamic(logits, 3),
+        logits, symbols = _check_logits(
+            logits, symbols, termination_symbol, rnnt_type, pruned=True
         )
-        ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
-        if ranges.shape.rank != 3:
-            raise ValueError(
-                f"ranges must have rank 3 [B, T, s_range], got {ranges.shape}"
-            )
+        ranges = _check_ranges(ranges)
         s_len = tf.shape(symbols, out_type=tf.int64)[1]
-        _check_frames(
-            _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
-        )
         normalizers = tf.reduce_logsumexp(logits, axis=3)  # [B, T, s_range]
         blank = tf.fill(
             [tf.shape(symbols)[0], 1], tf.constant(termination_symbol, tf.int64)
@@ -828,7 +828,7 @@ def rnnt_loss_pruned(
     Returns:
       The loss: [B] with reduction "none", else a scalar.
     """
-    _check_options(rnnt_type, reduction)
+    _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_pruned"):
         if in_xla_context():
             px, py = get_rnnt_logprobs_pruned(
@@ -846,11 +846,7 @@ def rnnt_loss_pruned(
             delay_penalty,
             pruned=True,
         )
-        ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
-        if ranges.shape.rank != 3:
-            raise ValueError(
-                f"ranges must have rank 3 [B, T, s_range], got {ranges.shape}"
-            )
+        ranges = _check_ranges(ranges)
         scores, *_ = _loader.op_library().tf_transducer_rnnt_loss_pruned(
             logits=logits,
             symbols=symbols,
@@ -952,7 +948,7 @@ def rnnt_loss_smoothed(
     Args and Returns as `rnnt_loss_simple`, plus lm_only_scale and
     am_only_scale (see `get_rnnt_logprobs_smoothed`).
     """
-    _check_options(rnnt_type, reduction)
+    _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_smoothed"):
         boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
         px, py = get_rnnt_logprobs_smoothed(
