@@ -12,17 +12,53 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 namespace {
 
-// logits [B, T, S + 1, C] and symbols [B, S]: B and S + 1 must agree.
-Status MergeLogitsAndSymbols(InferenceContext* c, ShapeHandle* logits,
-                             DimensionHandle* batch, DimensionHandle* frames,
-                             DimensionHandle* rows) {
-  ShapeHandle symbols;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, logits));
+// Shape of the two gradient ops: logits_grad is the shape of logits, whose
+// batch must agree with symbols [B, S] and scale [B] (the last input).
+Status GradShapes(InferenceContext* c) {
+  ShapeHandle logits, symbols, scale;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &logits));
   TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &symbols));
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(*logits, 0), c->Dim(symbols, 0), batch));
-  TF_RETURN_IF_ERROR(c->Add(c->Dim(symbols, 1), 1, rows));
-  TF_RETURN_IF_ERROR(c->Merge(*rows, c->Dim(*logits, 2), rows));
-  *frames = c->Dim(*logits, 1);
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(c->num_inputs() - 1), 1, &scale));
+  DimensionHandle batch;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(logits, 0), c->Dim(symbols, 0), &batch));
+  TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(scale, 0), &batch));
+  c->set_output(0, logits);
+  return Status();
+}
+
+// Shapes of the two loss ops: inputs logits, symbols, [ranges,] boundary,
+// delay_penalty; outputs scores [B], px_grad [B, S, T (+ 1 if regular)],
+// py_grad [B, S + 1, T] and normalizers [B, T, rows of logits].
+Status LossShapes(InferenceContext* c, bool pruned) {
+  const int boundary_input = pruned ? 3 : 2;
+  ShapeHandle logits, symbols, boundary, penalty;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &logits));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &symbols));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(boundary_input), 2, &boundary));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(boundary_input + 1), 0, &penalty));
+  DimensionHandle batch, four, s_plus_1, frames = c->Dim(logits, 1);
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(logits, 0), c->Dim(symbols, 0), &batch));
+  TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(boundary, 0), &batch));
+  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(boundary, 1), 4, &four));
+  TF_RETURN_IF_ERROR(c->Add(c->Dim(symbols, 1), 1, &s_plus_1));
+  if (pruned) {  // ranges [B, T, s_range]
+    ShapeHandle ranges, leading;
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &ranges));
+    TF_RETURN_IF_ERROR(c->Subshape(logits, 0, 3, &leading));
+    TF_RETURN_IF_ERROR(c->Merge(ranges, leading, &ranges));
+  } else {  // logits [B, T, S + 1, C]
+    TF_RETURN_IF_ERROR(c->Merge(s_plus_1, c->Dim(logits, 2), &s_plus_1));
+  }
+  std::string rnnt_type;
+  TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
+  DimensionHandle px_frames = frames;
+  if (rnnt_type == "regular") {
+    TF_RETURN_IF_ERROR(c->Add(frames, 1, &px_frames));
+  }
+  c->set_output(0, c->Vector(batch));
+  c->set_output(1, c->MakeShape({batch, c->Dim(symbols, 1), px_frames}));
+  c->set_output(2, c->MakeShape({batch, s_plus_1, frames}));
+  c->set_output(3, c->MakeShape({batch, frames, c->Dim(logits, 2)}));
   return Status();
 }
 
@@ -42,28 +78,7 @@ REGISTER_OP("TfTransducerRnntLoss")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
-    .SetShapeFn([](InferenceContext* c) -> Status {
-      ShapeHandle logits, boundary, penalty;
-      DimensionHandle batch, frames, rows, four, frames_1, symbols;
-      TF_RETURN_IF_ERROR(
-          MergeLogitsAndSymbols(c, &logits, &batch, &frames, &rows));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &boundary));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(boundary, 0), &batch));
-      TF_RETURN_IF_ERROR(c->WithValue(c->Dim(boundary, 1), 4, &four));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 0, &penalty));
-      TF_RETURN_IF_ERROR(c->Subtract(rows, 1, &symbols));
-      std::string rnnt_type;
-      TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
-      frames_1 = frames;
-      if (rnnt_type == "regular") {
-        TF_RETURN_IF_ERROR(c->Add(frames, 1, &frames_1));
-      }
-      c->set_output(0, c->Vector(batch));
-      c->set_output(1, c->MakeShape({batch, symbols, frames_1}));
-      c->set_output(2, c->MakeShape({batch, rows, frames}));
-      c->set_output(3, c->MakeShape({batch, frames, rows}));
-      return Status();
-    })
+    .SetShapeFn([](InferenceContext* c) { return LossShapes(c, false); })
     .Doc(R"doc(
 RNN-T log-likelihood of joiner logits, fused: the log-softmax normalisers,
 the symbol and blank log-probs and the mutual-information recursion, without
@@ -99,16 +114,7 @@ REGISTER_OP("TfTransducerRnntLossGrad")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
-    .SetShapeFn([](InferenceContext* c) -> Status {
-      ShapeHandle logits, scale;
-      DimensionHandle batch, frames, rows;
-      TF_RETURN_IF_ERROR(
-          MergeLogitsAndSymbols(c, &logits, &batch, &frames, &rows));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &scale));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(scale, 0), &batch));
-      c->set_output(0, logits);
-      return Status();
-    })
+    .SetShapeFn(GradShapes)
     .Doc(R"doc(
 scale[b] * d scores[b] / d logits for TfTransducerRnntLoss, in one pass over
 the logits; with clamp > 0, each element of d scores[b] / d logits is first
@@ -116,10 +122,6 @@ clamped to [-clamp, clamp].
 
 logits_grad: the shape of logits.
 )doc");
-
-}  // namespace tf_transducer
-
-namespace tf_transducer {
 
 REGISTER_OP("TfTransducerRnntLossPruned")
     .Input("logits: T")
@@ -136,33 +138,7 @@ REGISTER_OP("TfTransducerRnntLossPruned")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
-    .SetShapeFn([](InferenceContext* c) -> Status {
-      ShapeHandle logits, symbols, ranges, boundary, penalty;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &logits));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &symbols));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &ranges));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &boundary));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 0, &penalty));
-      ShapeHandle leading;
-      TF_RETURN_IF_ERROR(c->Subshape(logits, 0, 3, &leading));
-      TF_RETURN_IF_ERROR(c->Merge(ranges, leading, &ranges));
-      DimensionHandle batch, frames = c->Dim(logits, 1), rows_1, frames_1;
-      TF_RETURN_IF_ERROR(
-          c->Merge(c->Dim(logits, 0), c->Dim(symbols, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(boundary, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Add(c->Dim(symbols, 1), 1, &rows_1));
-      std::string rnnt_type;
-      TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
-      frames_1 = frames;
-      if (rnnt_type == "regular") {
-        TF_RETURN_IF_ERROR(c->Add(frames, 1, &frames_1));
-      }
-      c->set_output(0, c->Vector(batch));
-      c->set_output(1, c->MakeShape({batch, c->Dim(symbols, 1), frames_1}));
-      c->set_output(2, c->MakeShape({batch, rows_1, frames}));
-      c->set_output(3, c->MakeShape({batch, frames, c->Dim(logits, 2)}));
-      return Status();
-    })
+    .SetShapeFn([](InferenceContext* c) { return LossShapes(c, true); })
     .Doc(R"doc(
 TfTransducerRnntLoss on a pruned joiner's logits [B, T, s_range, C]: row j of
 frame t is symbol position ranges[b, t, j] (consecutive positions within
@@ -185,12 +161,7 @@ REGISTER_OP("TfTransducerRnntLossPrunedGrad")
     .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
-    .SetShapeFn([](InferenceContext* c) -> Status {
-      ShapeHandle logits;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &logits));
-      c->set_output(0, logits);
-      return Status();
-    })
+    .SetShapeFn(GradShapes)
     .Doc(R"doc(
 scale[b] * d scores[b] / d logits for TfTransducerRnntLossPruned.
 )doc");
