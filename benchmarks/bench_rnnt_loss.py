@@ -29,16 +29,11 @@ from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness  # noqa: E402
+from rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per configuration.", lower_bound=3)
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
 
-SHAPES = [(8, 150, 40, 500), (4, 300, 80, 128)]
-IMPLS = {
-    "fused": "tt.rnnt_loss (fused op)",
-    "yardstick": "tf.nn.log_softmax fwd + bwd",
-    "pure_tf": "pure-TF RNN-T loss",
-}
 # The pruned recipe against the full loss, both on an additive joiner
 # (logits = am + lm), s_range = 5.
 PRUNED_SHAPE = (8, 300, 60, 500)
@@ -59,7 +54,6 @@ def serve(impl, B, T, U, V):
 
     tf.config.threading.set_intra_op_parallelism_threads(2)
     tf.config.threading.set_inter_op_parallelism_threads(2)
-    from pure_tf_rnnt import pure_tf_rnnt_loss
 
     import tf_transducer as tt
 
@@ -69,11 +63,7 @@ def serve(impl, B, T, U, V):
         _serve_measuring_memory(tf, step)
         return
     logits = tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0])
-    loss_fn = {
-        "fused": lambda x: tt.rnnt_loss(x, labels, 0),
-        "yardstick": lambda x: tf.reduce_mean(tf.nn.log_softmax(x)[..., 0]),
-        "pure_tf": lambda x: pure_tf_rnnt_loss(x, labels, 0),
-    }[impl]
+    loss_fn = loss_function(impl, labels)
 
     @tf.function
     def step(x):

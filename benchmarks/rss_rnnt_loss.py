@@ -16,13 +16,10 @@ import sys
 
 from absl import app, flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
+
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
-SHAPES = [(8, 150, 40, 500), (4, 300, 80, 128)]
-IMPLS = {
-    "fused": "tt.rnnt_loss (fused op)",
-    "yardstick": "tf.nn.log_softmax fwd + bwd",
-    "pure_tf": "pure-TF RNN-T loss",
-}
 
 
 def _status(key):
@@ -37,20 +34,11 @@ def measure(impl, B, T, U, V):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
     import tensorflow as tf
-    from pure_tf_rnnt import pure_tf_rnnt_loss
-
-    import tf_transducer as tt
-
-    loss_fn = {
-        "fused": lambda x, y: tt.rnnt_loss(x, y, 0),
-        "yardstick": lambda x, y: tf.reduce_mean(tf.nn.log_softmax(x)[..., 0]),
-        "pure_tf": lambda x, y: pure_tf_rnnt_loss(x, y, 0),
-    }[impl]
 
     def step(x, y):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            loss = loss_fn(x, y)
+            loss = loss_function(impl, y)(x)
         return tape.gradient(loss, x).numpy()
 
     logits = tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0])
@@ -85,5 +73,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     app.run(main)
