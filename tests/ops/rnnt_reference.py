@@ -99,6 +99,17 @@ def prune_ranges_reference(px_grad, py_grad, boundary, s_range):
     return s_begin[..., np.newaxis] + np.arange(s_range)
 
 
+def finish_lattice(px, py, boundary, rnnt_type):
+    """No symbol at t_end (regular); the next blank paid by symbols
+    (constrained)."""
+    if rnnt_type == "regular" and boundary is not None:
+        for b, row in enumerate(boundary):
+            px[b, :, row[3]] = -np.inf
+    if rnnt_type == "constrained":
+        px = px + py[:, 1:, :]
+    return px, py
+
+
 def pruned_logprobs_reference(logits, symbols, ranges, blank, boundary, rnnt_type):
     """px, py (float64) of pruned logits [B, T, s_range, C], cell by cell."""
     lp = log_softmax(logits)
@@ -111,12 +122,7 @@ def pruned_logprobs_reference(logits, symbols, ranges, blank, boundary, rnnt_typ
         py[b, s, t] = lp[b, t, j, blank]
         if s < S:
             px[b, s, t] = lp[b, t, j, symbols[b][s]]
-    if rnnt_type == "regular" and boundary is not None:
-        for b in range(B):
-            px[b, :, boundary[b][3]] = -np.inf
-    if rnnt_type == "constrained":
-        px = px + py[:, 1:, :]
-    return px, py
+    return finish_lattice(px, py, boundary, rnnt_type)
 
 
 def smoothed_logprobs_reference(
@@ -141,9 +147,4 @@ def smoothed_logprobs_reference(
         if s < S:
             y = symbols[b][s]
             px[b, s, t] = sum(w * d[y] for w, d in zip(scales, dists, strict=True))
-    if rnnt_type == "regular" and boundary is not None:
-        for b in range(B):
-            px[b, :, boundary[b][3]] = -np.inf
-    if rnnt_type == "constrained":
-        px = px + py[:, 1:, :]
-    return px, py
+    return finish_lattice(px, py, boundary, rnnt_type)
