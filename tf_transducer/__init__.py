@@ -4,7 +4,7 @@ The public API; everything else is internal.
 """
 
 from tf_transducer import losses
-from tf_transducer.losses import RnntLoss
+from tf_transducer.losses import PrunedRnntLoss, RnntLoss
 from tf_transducer.ops import (
     OpLibraryError,
     do_rnnt_pruning,
@@ -25,6 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "OpLibraryError",
+    "PrunedRnntLoss",
     "RnntLoss",
     "do_rnnt_pruning",
     "get_rnnt_logprobs",

@@ -1,5 +1,7 @@
 """Keras 3 losses over the transducer ops, for `model.compile(loss=...)`."""
 
+from collections.abc import Mapping
+
 import keras
 import tensorflow as tf
 
@@ -8,8 +10,87 @@ from tf_transducer.ops import rnnt
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
 
 
+class _TransducerLoss(keras.losses.Loss):
+    """Shared by the transducer losses: options, labels, reduction."""
+
+    def __init__(
+        self,
+        blank,
+        rnnt_type,
+        delay_penalty,
+        pad_id,
+        reduction,
+        name,
+        dtype,
+    ):
+        if not isinstance(blank, int) or blank < 0:
+            raise ValueError(f"blank must be an int >= 0, got {blank!r}")
+        if rnnt_type not in rnnt.RNNT_TYPES:
+            raise ValueError(
+                f"rnnt_type must be one of {rnnt.RNNT_TYPES}, got {rnnt_type!r}"
+            )
+        if delay_penalty < 0:
+            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
+        if not isinstance(pad_id, int) or (pad_id >= 0 and pad_id == blank):
+            raise ValueError(f"pad_id must be an int other than blank, got {pad_id!r}")
+        if reduction not in _REDUCTIONS:
+            raise ValueError(
+                f"reduction must be one of {_REDUCTIONS}, got {reduction!r}"
+            )
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.blank = blank
+        self.rnnt_type = rnnt_type
+        self.delay_penalty = delay_penalty
+        self.pad_id = pad_id
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        with tf.name_scope(self.name):
+            losses = self._per_utterance(y_true, y_pred)
+            if sample_weight is not None:
+                losses = losses * tf.cast(tf.reshape(sample_weight, [-1]), losses.dtype)
+            if self.reduction in ("none", None):
+                return losses
+            total = tf.reduce_sum(losses)
+            if self.reduction == "sum":
+                return total
+            return total / tf.cast(tf.maximum(tf.size(losses), 1), losses.dtype)
+
+    def call(self, y_true, y_pred):
+        """Per-utterance losses [B]."""
+        return self._per_utterance(y_true, y_pred)
+
+    def _labels(self, y_true):
+        """(symbols [B, S] with padding set to 0, label_lengths [B])."""
+        labels = tf.cast(tf.convert_to_tensor(y_true), tf.int64)
+        if labels.shape.rank != 2:
+            raise ValueError(
+                f"y_true must be labels [B, S] padded with pad_id={self.pad_id}, "
+                f"got shape {labels.shape}"
+            )
+        is_label = tf.not_equal(labels, self.pad_id)
+        label_lengths = tf.reduce_sum(tf.cast(is_label, tf.int64), axis=1)
+        return tf.where(is_label, labels, tf.zeros_like(labels)), label_lengths
+
+    @staticmethod
+    def _frame_counts(frames, batch, frame_mask):
+        """logit_lengths [B] from a [B, T] frame mask, else all T frames."""
+        if frame_mask is None:
+            return tf.fill([batch], tf.cast(frames, tf.int64))
+        return tf.reduce_sum(tf.cast(frame_mask, tf.int64), axis=1)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            blank=self.blank,
+            rnnt_type=self.rnnt_type,
+            delay_penalty=self.delay_penalty,
+            pad_id=self.pad_id,
+        )
+        return config
+
+
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class RnntLoss(keras.losses.Loss):
+class RnntLoss(_TransducerLoss):
     """The RNN-T loss on joiner logits, as a Keras loss (fused C++ op).
 
     Padding does not change the loss: each utterance is scored on its own
@@ -58,66 +139,23 @@ class RnntLoss(keras.losses.Loss):
         name="rnnt_loss",
         dtype=None,
     ):
-        if not isinstance(blank, int) or blank < 0:
-            raise ValueError(f"blank must be an int >= 0, got {blank!r}")
-        if rnnt_type not in rnnt.RNNT_TYPES:
-            raise ValueError(
-                f"rnnt_type must be one of {rnnt.RNNT_TYPES}, got {rnnt_type!r}"
-            )
-        if delay_penalty < 0:
-            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
-        if not isinstance(pad_id, int) or (pad_id >= 0 and pad_id == blank):
-            raise ValueError(f"pad_id must be an int other than blank, got {pad_id!r}")
-        if reduction not in _REDUCTIONS:
-            raise ValueError(
-                f"reduction must be one of {_REDUCTIONS}, got {reduction!r}"
-            )
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.blank = blank
-        self.rnnt_type = rnnt_type
-        self.delay_penalty = delay_penalty
-        self.pad_id = pad_id
+        super().__init__(
+            blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
+        )
         self.clamp = float(clamp)
         if fastemit_lambda < 0:
             raise ValueError(f"fastemit_lambda must be >= 0, got {fastemit_lambda}")
         self.fastemit_lambda = float(fastemit_lambda)
 
-    def __call__(self, y_true, y_pred, sample_weight=None):
+    def _per_utterance(self, y_true, y_pred):
         # Keras would apply y_pred's [B, T] frame mask to the [B] losses;
         # here the mask gives the frame counts instead.
         frame_mask = getattr(y_pred, "_keras_mask", None)
-        with tf.name_scope(self.name):
-            losses = self._per_utterance(y_true, y_pred, frame_mask)
-            if sample_weight is not None:
-                losses = losses * tf.cast(tf.reshape(sample_weight, [-1]), losses.dtype)
-            if self.reduction in ("none", None):
-                return losses
-            total = tf.reduce_sum(losses)
-            if self.reduction == "sum":
-                return total
-            return total / tf.cast(tf.maximum(tf.size(losses), 1), losses.dtype)
-
-    def call(self, y_true, y_pred):
-        """Per-utterance losses [B] (no frame mask: all frames count)."""
-        return self._per_utterance(y_true, y_pred, None)
-
-    def _per_utterance(self, y_true, y_pred, frame_mask):
         logits = tf.convert_to_tensor(y_pred)
-        labels = tf.cast(tf.convert_to_tensor(y_true), tf.int64)
-        if labels.shape.rank != 2:
-            raise ValueError(
-                f"y_true must be labels [B, S] padded with pad_id={self.pad_id}, "
-                f"got shape {labels.shape}"
-            )
-        is_label = tf.not_equal(labels, self.pad_id)
-        label_lengths = tf.reduce_sum(tf.cast(is_label, tf.int64), axis=1)
-        symbols = tf.where(is_label, labels, tf.zeros_like(labels))
-        if frame_mask is None:
-            logit_lengths = tf.fill(
-                tf.shape(labels)[:1], tf.shape(logits, out_type=tf.int64)[1]
-            )
-        else:
-            logit_lengths = tf.reduce_sum(tf.cast(frame_mask, tf.int64), axis=1)
+        symbols, label_lengths = self._labels(y_true)
+        logit_lengths = self._frame_counts(
+            tf.shape(logits)[1], tf.shape(symbols)[0], frame_mask
+        )
         return rnnt.rnnt_loss(
             logits,
             symbols,
@@ -133,12 +171,179 @@ class RnntLoss(keras.losses.Loss):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            blank=self.blank,
+        config.update(clamp=self.clamp, fastemit_lambda=self.fastemit_lambda)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class PrunedRnntLoss(_TransducerLoss):
+    """The pruned RNN-T recipe as one Keras loss (k2 / icefall's training loss).
+
+    Per utterance:
+
+        simple_loss_scale * simple + pruned_loss_scale * pruned
+
+    where `simple` is the RNN-T loss of the additive joiner
+    log_softmax(am[t] + lm[s]) (smoothed with LM-only / AM-only terms when
+    `lm_only_scale` or `am_only_scale` is nonzero, see
+    `tf_transducer.rnnt_loss_smoothed`), whose step occupations choose
+    `s_range` symbols per frame (`get_rnnt_prune_ranges`); the joiner is then
+    run only there and `pruned` is `rnnt_loss_pruned` on its logits. The joiner
+    costs O(B * T * s_range * C) instead of O(B * T * (S + 1) * C).
+
+    Padding does not change the loss.
+
+    Args:
+      s_range: symbols kept per frame (>= 2 for "regular", >= 1 otherwise).
+      simple_loss_scale: weight of the simple loss.
+      pruned_loss_scale: weight of the pruned loss.
+      lm_only_scale, am_only_scale: smoothing of the simple loss (icefall's
+        defaults: 0.25 and 0.0); both 0 gives `rnnt_loss_simple`.
+      blank, rnnt_type, delay_penalty, pad_id, reduction, name: as `RnntLoss`.
+
+    Call arguments:
+      y_true: int labels [B, S], padded with `pad_id`.
+      y_pred: a mapping with
+        "am": float [B, T, C], the encoder's simple projection;
+        "lm": float [B, S + 1, C], the prediction network's simple projection;
+        "encoder": float [B, T, J], the encoder output projected for the joiner;
+        "decoder": float [B, S + 1, J], the same for the prediction network;
+        "joiner": a callable (encoder [B, T, s_range, J],
+          decoder [B, T, s_range, J]) -> logits [B, T, s_range, C], e.g. the
+          model's joiner layer (add, tanh, output projection);
+        "logit_lengths": optional int [B], frames of each utterance (else a
+          Keras mask on "encoder", else all T).
+      sample_weight: optional [B] weights.
+
+    A Keras 3 model hands a mapping like this to its loss from
+    `compute_loss` (Keras applies a loss per output otherwise):
+
+    ```python
+    class MyTransducer(keras.Model):
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+                         training=True):
+            return self.loss(y, dict(y_pred, joiner=self.joiner), sample_weight)
+
+    model.compile(optimizer="adam", loss=PrunedRnntLoss(s_range=5))
+    ```
+
+    The joiner is not part of the config: it belongs to the model.
+    """
+
+    _KEYS = ("am", "lm", "encoder", "decoder", "joiner")
+
+    def __init__(
+        self,
+        s_range=5,
+        simple_loss_scale=0.5,
+        pruned_loss_scale=1.0,
+        lm_only_scale=0.25,
+        am_only_scale=0.0,
+        blank=0,
+        rnnt_type="regular",
+        delay_penalty=0.0,
+        pad_id=-1,
+        reduction="sum_over_batch_size",
+        name="pruned_rnnt_loss",
+        dtype=None,
+    ):
+        super().__init__(
+            blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
+        )
+        least = 2 if rnnt_type == "regular" else 1
+        if not isinstance(s_range, int) or s_range < least:
+            raise ValueError(
+                f"s_range must be an int >= {least} for rnnt_type={rnnt_type!r}, "
+                f"got {s_range!r}"
+            )
+        for arg, value in (
+            ("simple_loss_scale", simple_loss_scale),
+            ("pruned_loss_scale", pruned_loss_scale),
+            ("lm_only_scale", lm_only_scale),
+            ("am_only_scale", am_only_scale),
+        ):
+            if value < 0:
+                raise ValueError(f"{arg} must be >= 0, got {value}")
+        if lm_only_scale + am_only_scale >= 1:
+            raise ValueError(
+                "lm_only_scale + am_only_scale must be < 1, got "
+                f"{lm_only_scale} + {am_only_scale}"
+            )
+        self.s_range = s_range
+        self.simple_loss_scale = float(simple_loss_scale)
+        self.pruned_loss_scale = float(pruned_loss_scale)
+        self.lm_only_scale = float(lm_only_scale)
+        self.am_only_scale = float(am_only_scale)
+
+    def components(self, y_true, y_pred):
+        """{"simple": [B], "pruned": [B]}: the two unweighted losses."""
+        if not isinstance(y_pred, Mapping):
+            raise ValueError(
+                f"y_pred must be a mapping with keys {self._KEYS}, got "
+                f"{type(y_pred).__name__} (see the PrunedRnntLoss docstring)"
+            )
+        missing = [key for key in self._KEYS if key not in y_pred]
+        if missing:
+            raise ValueError(f"y_pred lacks the keys {missing}")
+        joiner = y_pred["joiner"]
+        if not callable(joiner):
+            raise ValueError(f'y_pred["joiner"] must be callable, got {joiner!r}')
+        am = tf.convert_to_tensor(y_pred["am"], name="am")
+        lm = tf.convert_to_tensor(y_pred["lm"], name="lm")
+        encoder = y_pred["encoder"]
+        frame_mask = getattr(encoder, "_keras_mask", None)
+        encoder = tf.convert_to_tensor(encoder, name="encoder")
+        decoder = tf.convert_to_tensor(y_pred["decoder"], name="decoder")
+        symbols, label_lengths = self._labels(y_true)
+        logit_lengths = y_pred.get("logit_lengths")
+        if logit_lengths is None:
+            logit_lengths = self._frame_counts(
+                tf.shape(am)[1], tf.shape(symbols)[0], frame_mask
+            )
+        boundary = rnnt.boundary_from_lengths(
+            logit_lengths, label_lengths, tf.shape(am)[1], tf.shape(symbols)[1]
+        )
+        options = dict(
+            termination_symbol=self.blank,
+            boundary=boundary,
             rnnt_type=self.rnnt_type,
             delay_penalty=self.delay_penalty,
-            pad_id=self.pad_id,
-            clamp=self.clamp,
-            fastemit_lambda=self.fastemit_lambda,
+            reduction="none",
+        )
+        if self.lm_only_scale or self.am_only_scale:
+            simple, (px_grad, py_grad) = rnnt.rnnt_loss_smoothed(
+                lm,
+                am,
+                symbols,
+                lm_only_scale=self.lm_only_scale,
+                am_only_scale=self.am_only_scale,
+                return_grad=True,
+                **options,
+            )
+        else:
+            simple, (px_grad, py_grad) = rnnt.rnnt_loss_simple(
+                lm, am, symbols, return_grad=True, **options
+            )
+        ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, self.s_range)
+        encoder_pruned, decoder_pruned = rnnt.do_rnnt_pruning(encoder, decoder, ranges)
+        logits = tf.convert_to_tensor(joiner(encoder_pruned, decoder_pruned))
+        pruned = rnnt.rnnt_loss_pruned(logits, symbols, ranges, **options)
+        return {"simple": simple, "pruned": tf.cast(pruned, simple.dtype)}
+
+    def _per_utterance(self, y_true, y_pred):
+        parts = self.components(y_true, y_pred)
+        return (
+            self.simple_loss_scale * parts["simple"]
+            + self.pruned_loss_scale * parts["pruned"]
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            s_range=self.s_range,
+            simple_loss_scale=self.simple_loss_scale,
+            pruned_loss_scale=self.pruned_loss_scale,
+            lm_only_scale=self.lm_only_scale,
+            am_only_scale=self.am_only_scale,
         )
         return config

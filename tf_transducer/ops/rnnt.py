@@ -634,14 +634,15 @@ def _monotonic_lower_bound(x):
     """The largest non-decreasing sequence <= x along the last axis.
 
     y[..., i] = min(x[..., i:]), in log2(n) doubling steps (TF has no cummin):
-    after the step with shift k, y[i] is the minimum of x[i : i + 2k].
+    after the step with shift k, y[i] is the minimum of x[i : i + 2k]. The
+    look-ahead index is clipped to n - 1 (x[n - 1] belongs to every suffix),
+    which keeps shapes static for XLA.
     """
     n = tf.shape(x)[-1]
-    no_padding = tf.zeros([tf.rank(x) - 1, 2], tf.int32)
+    index = tf.range(n)
 
     def body(shift, y):
-        padding = tf.concat([no_padding, [[0, shift]]], axis=0)
-        ahead = tf.pad(y[..., shift:], padding, constant_values=x.dtype.max)
+        ahead = tf.gather(y, tf.minimum(index + shift, n - 1), axis=-1)
         return shift * 2, tf.minimum(y, ahead)
 
     _, y = tf.while_loop(lambda shift, _: shift < n, body, (tf.constant(1), x))
