@@ -133,4 +133,13 @@ inline T Log1pUnit(T e) {
 }  // namespace log_space_math
 }  // namespace tf_transducer
 
+// Compiles a function for several instruction sets; the loader picks the
+// best one the CPU has (the library itself is built without -march).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TF_TRANSDUCER_CLONES \
+  __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define TF_TRANSDUCER_CLONES
+#endif
+
 #endif  // TF_TRANSDUCER_CC_KERNELS_LOG_SPACE_MATH_H_

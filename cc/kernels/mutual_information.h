@@ -168,15 +168,7 @@ inline void DecodeWeightsImpl(int64_t n, const T* __restrict e,
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TF_TRANSDUCER_CLONES \
-  __attribute__((target_clones("default", "avx2", "avx512f")))
-#else
-#define TF_TRANSDUCER_CLONES
-#endif
-
-// Compiled for several instruction sets; the loader picks the best one the
-// CPU has.
+// Compiled for several instruction sets (TF_TRANSDUCER_CLONES).
 TF_TRANSDUCER_CLONES inline void CombineDiagonal(int64_t n, float* a,
                                                  float* e) {
   CombineDiagonalImpl(n, a, e);
@@ -193,7 +185,6 @@ TF_TRANSDUCER_CLONES inline void DecodeWeights(int64_t n, const double* e,
                                                double* wx, double* wy) {
   DecodeWeightsImpl(n, e, wx, wy);
 }
-#undef TF_TRANSDUCER_CLONES
 
 }  // namespace mi_internal
 

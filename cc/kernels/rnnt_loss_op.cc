@@ -60,7 +60,8 @@ constexpr int kLanes = 16;
 // Largest value of x[0, n) and log(sum(exp(x - max))).  A NaN anywhere makes
 // the sum NaN.
 template <typename T>
-void LogSumExpParts(const T* x, int64_t n, T* max_out, T* log_sum_out) {
+inline void LogSumExpPartsImpl(const T* __restrict x, int64_t n, T* max_out,
+                               T* log_sum_out) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   T lane_max[kLanes];
   std::fill(lane_max, lane_max + kLanes, kNegInf);
@@ -90,12 +91,33 @@ void LogSumExpParts(const T* x, int64_t n, T* max_out, T* log_sum_out) {
   *log_sum_out = std::log(sum);
 }
 
-// grad[0, n) = -g * exp(x - norm); vectorised.
+// grad[0, n) = -g * exp(x - norm); grad may be x itself.
 template <typename T>
-void ScaledNegativeSoftmax(const T* x, int64_t n, T norm, T g, T* grad) {
+inline void ScaledNegativeSoftmaxImpl(const T* x, int64_t n, T norm, T g,
+                                      T* grad) {
   for (int64_t i = 0; i < n; ++i) {
     grad[i] = -g * log_space_math::ExpNonPositive(x[i] - norm);
   }
+}
+
+// The row loops, compiled for several instruction sets.
+TF_TRANSDUCER_CLONES void LogSumExpParts(const float* x, int64_t n,
+                                         float* max_out, float* log_sum_out) {
+  LogSumExpPartsImpl(x, n, max_out, log_sum_out);
+}
+TF_TRANSDUCER_CLONES void LogSumExpParts(const double* x, int64_t n,
+                                         double* max_out, double* log_sum_out) {
+  LogSumExpPartsImpl(x, n, max_out, log_sum_out);
+}
+TF_TRANSDUCER_CLONES void ScaledNegativeSoftmax(const float* x, int64_t n,
+                                                float norm, float g,
+                                                float* grad) {
+  ScaledNegativeSoftmaxImpl(x, n, norm, g, grad);
+}
+TF_TRANSDUCER_CLONES void ScaledNegativeSoftmax(const double* x, int64_t n,
+                                                double norm, double g,
+                                                double* grad) {
+  ScaledNegativeSoftmaxImpl(x, n, norm, g, grad);
 }
 
 RnntType ParseRnntType(const std::string& type) {
@@ -429,8 +451,12 @@ class RnntLossGradOp : public OpKernel {
                         scale.shape().DebugString()));
     OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
                 InvalidArgument("termination_symbol must lie in [0, C)"));
+    // The gradient takes the logits' buffer when nothing else holds it (in a
+    // graph the logits usually die here): no new memory, no page faults.
+    // Each row is read before it is written.
     Tensor* grad = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, logits.shape(), &grad));
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                            {0}, 0, logits.shape(), &grad));
     const Scalar* l_all = logits.flat<Scalar>().data();
     const int64_t* sym = symbols.flat<int64_t>().data();
     const Scalar* gx_all = px_grad.flat<Scalar>().data();
