@@ -113,6 +113,25 @@ def test_rnnt_loss_simple_matches_reference(rnnt_type, with_boundary):
     np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
+def test_simple_loss_takes_minus_infinity_in_am_and_lm():
+    # A class masked out with -inf is the same as one with exp(x) = 0.
+    rng = np.random.default_rng(21)
+    lm = rng.normal(size=(2, 4, 6))
+    am = rng.normal(size=(2, 5, 6))
+    symbols = rng.integers(1, 5, size=(2, 3))
+    masked_am, masked_lm = am.copy(), lm.copy()
+    masked_am[:, :, 5], masked_lm[0, 1, 5] = -np.inf, -np.inf
+    tiny_am, tiny_lm = am.copy(), lm.copy()
+    tiny_am[:, :, 5], tiny_lm[0, 1, 5] = -1e4, -1e4
+    lm_var, am_var = tf.Variable(masked_lm), tf.Variable(masked_am)
+    with tf.GradientTape() as tape:
+        got = rnnt.rnnt_loss_simple(lm_var, am_var, symbols, 0, reduction="none")
+    grads = tape.gradient(got, [lm_var, am_var])
+    want = rnnt.rnnt_loss_simple(tiny_lm, tiny_am, symbols, 0, reduction="none")
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert all(np.all(np.isfinite(g.numpy())) for g in grads)
+
+
 @pytest.mark.parametrize("rnnt_type", TYPES)
 def test_simple_and_joint_logprobs_agree_on_added_logits(rnnt_type):
     rng = np.random.default_rng(2)
@@ -156,6 +175,34 @@ def test_rnnt_loss_gradient_matches_the_reference(rnnt_type):
         return np.sum(weights * rnnt_loss_reference(z, symbols, 0, bnd, rnnt_type, 0.1))
 
     np.testing.assert_allclose(got, numerical_gradient(reference, logits), atol=1e-7)
+
+
+@pytest.mark.parametrize("pruned", [False, True], ids=["full", "pruned"])
+def test_gradient_written_into_the_logits_buffer_is_right(pruned):
+    # Inside a graph whose logits die at the gradient op, the op writes the
+    # gradient into the logits' own buffer; values must not change.
+    rng = np.random.default_rng(14)
+    logits, symbols = random_problem(rng, B=2, T=5, S=3, C=7)
+    ranges = np.broadcast_to(np.arange(4), (2, 5, 4))
+
+    def loss_of(z):
+        if pruned:
+            return rnnt.rnnt_loss_pruned(z, symbols, ranges, 0, reduction="sum")
+        return rnnt.rnnt_loss(z, symbols, 0, reduction="sum")
+
+    @tf.function
+    def in_place(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = loss_of(x * 2.0)  # a fresh buffer that only the loss uses
+        return tape.gradient(loss, x)
+
+    def reference(z):
+        return np.sum(rnnt_loss_reference(2.0 * z, symbols, 0, None, "regular", 0.0))
+
+    np.testing.assert_allclose(
+        in_place(tf.constant(logits)), numerical_gradient(reference, logits), atol=1e-7
+    )
 
 
 def test_rnnt_loss_simple_compute_gradient():

@@ -348,7 +348,27 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
         + lm_max
         + tf.transpose(am_max, [0, 2, 1])
     )  # [B, S + 1, T]
-    px_am = tf.transpose(tf.gather(am, symbols, axis=2, batch_dims=1), [0, 2, 1])
+    # am at the symbols and at the blank, [B, S + 1, T], as one matmul with
+    # one-hot rows: its gradient is one [B, T, C] product (a gather and a
+    # slice would each build their own [B, T, C] gradient).
+    picks = tf.one_hot(
+        tf.concat(
+            [
+                symbols,
+                tf.fill(
+                    [tf.shape(symbols)[0], 1],
+                    tf.cast(termination_symbol, symbols.dtype),
+                ),
+            ],
+            axis=1,
+        ),
+        tf.shape(am)[2],
+        dtype=am.dtype,
+    )
+    # -inf entries become the lowest finite value, so that 0 * am stays 0.
+    am_finite = tf.maximum(am, am.dtype.min)
+    am_picked = tf.matmul(picks, am_finite, transpose_b=True)  # [B, S + 1, T]
+    px_am = am_picked[:, :-1]
     if rnnt_type == "regular":
         px_am = tf.pad(px_am, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
     return dict(
@@ -361,7 +381,7 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
         normalizers=normalizers,
         px_am=px_am,  # [B, S, T (+ 1)]
         px_lm=tf.gather(lm[:, :-1], symbols[..., tf.newaxis], axis=2, batch_dims=2),
-        py_am=am[:, tf.newaxis, :, termination_symbol],  # [B, 1, T]
+        py_am=am_picked[:, -1:],  # [B, 1, T]
         py_lm=lm[:, :, termination_symbol, tf.newaxis],  # [B, S + 1, 1]
     )
 
