@@ -16,7 +16,9 @@ alone is 1.0x.
 Then the pruned recipe (simple loss with return_grad, get_rnnt_prune_ranges,
 do_rnnt_pruning, rnnt_loss_pruned; s_range 5) against the fused full loss,
 both on an additive joiner (logits = am + lm), at (8, 300, 60, 500): time and
-peak memory of a step (forward + gradients with respect to am and lm).
+peak memory of a step (forward + gradients with respect to am and lm). The
+pruned joiner input is lm gathered at the ranges plus am broadcast over them
+(not am copied s_range times), which is what PrunedRnntLoss does.
 
 Usage: python benchmarks/bench_rnnt_loss.py [--rounds 10]
 """
@@ -106,8 +108,11 @@ def _additive_step(tf, tt, impl, B, T, U, V, labels):
                 )
                 boundary = tf.tile([[0, 0, U, T]], [B, 1])
                 ranges = tt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, S_RANGE)
-                am_p, lm_p = tt.do_rnnt_pruning(am, lm, ranges)
-                pruned = tt.rnnt_loss_pruned(am_p + lm_p, labels, ranges, 0, boundary)
+                # do_rnnt_pruning's lm_pruned; am broadcast, not copied s_range
+                # times (as PrunedRnntLoss hands them to the joiner).
+                lm_p = tf.gather(lm, ranges, axis=1, batch_dims=1)
+                logits = am[:, :, None, :] + lm_p
+                pruned = tt.rnnt_loss_pruned(logits, labels, ranges, 0, boundary)
                 loss = 0.5 * simple + pruned
         d_am, d_lm = tape.gradient(loss, [am, lm])
         return loss + d_am[0, 0, 0] + d_lm[0, 0, 0]
@@ -150,6 +155,11 @@ def main(argv):
                 f"| {shape} | {name} | {seconds[key] * 1e3:.1f} | "
                 f"{seconds[key] / yard:.2f} | {extra:.2f}x |"
             )
+    print("\n| (B, T, U, V) | pure-TF RNN-T loss / fused op |")
+    print("| --- | --- |")
+    for shape in SHAPES:
+        ratio = seconds["pure_tf", shape] / seconds["fused", shape]
+        print(f"| {shape} | {ratio:.1f} |")
     B, T, U, V = PRUNED_SHAPE
     full = ("full_additive", PRUNED_SHAPE)
     print(f"\nPruned recipe at (B, T, U, V) = {PRUNED_SHAPE}, s_range {S_RANGE}:\n")

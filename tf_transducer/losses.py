@@ -208,9 +208,11 @@ class PrunedRnntLoss(_TransducerLoss):
         "lm": float [B, S + 1, C], the prediction network's simple projection;
         "encoder": float [B, T, J], the encoder output projected for the joiner;
         "decoder": float [B, S + 1, J], the same for the prediction network;
-        "joiner": a callable (encoder [B, T, s_range, J],
-          decoder [B, T, s_range, J]) -> logits [B, T, s_range, C], e.g. the
-          model's joiner layer (add, tanh, output projection);
+        "joiner": a callable (encoder [B, T, 1, J], decoder [B, T, s_range, J])
+          -> logits [B, T, s_range, C] that broadcasts the encoder over the
+          s_range rows, e.g. the model's joiner layer (add, tanh, output
+          projection; the same layer gives full logits from
+          (encoder[:, :, None], decoder[:, None]));
         "logit_lengths": optional int [B], frames of each utterance (else a
           Keras mask on "encoder", else all T).
       sample_weight: optional [B] weights.
@@ -325,8 +327,12 @@ class PrunedRnntLoss(_TransducerLoss):
                 lm, am, symbols, return_grad=True, **options
             )
         ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, self.s_range)
-        encoder_pruned, decoder_pruned = rnnt.do_rnnt_pruning(encoder, decoder, ranges)
-        logits = tf.convert_to_tensor(joiner(encoder_pruned, decoder_pruned))
+        # do_rnnt_pruning's decoder half; the encoder is broadcast over the
+        # s_range rows rather than copied.
+        decoder_pruned = tf.gather(decoder, ranges, axis=1, batch_dims=1)
+        logits = tf.convert_to_tensor(
+            joiner(encoder[:, :, tf.newaxis, :], decoder_pruned)
+        )
         pruned = rnnt.rnnt_loss_pruned(logits, symbols, ranges, **options)
         return {"simple": simple, "pruned": tf.cast(pruned, simple.dtype)}
 
