@@ -1,0 +1,8 @@
+"""Keras layers: audio features (and, later, augmentation and model parts)."""
+
+from tf_transducer.layers.feature_normalization import FeatureNormalization
+from tf_transducer.layers.frame_stacking import FrameStacking
+from tf_transducer.layers.log_mel_spectrogram import LogMelSpectrogram
+from tf_transducer.layers.mfcc import Mfcc
+
+__all__ = ["FeatureNormalization", "FrameStacking", "LogMelSpectrogram", "Mfcc"]

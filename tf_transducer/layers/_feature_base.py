@@ -1,0 +1,94 @@
+"""What the feature layers share: (values, lengths) in, (values, lengths) out."""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.layers import _dsp
+
+
+def resolve_lengths(x, lengths):
+    """int32 [B] lengths along axis 1 of x; all of axis 1 when None."""
+    if lengths is None:
+        return tf.fill(tf.shape(x)[:1], tf.shape(x)[1])
+    lengths = tf.cast(tf.convert_to_tensor(lengths), tf.int32)
+    if lengths.shape.rank != 1:
+        raise ValueError(f"lengths must be [B], got shape {lengths.shape}")
+    return lengths
+
+
+def check_positive(name, value, kind=(int, float)):
+    if not isinstance(value, kind) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def check_non_negative_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+
+
+class SpectralLayer(keras.layers.Layer):
+    """Base of the spectrum-based feature layers: framing and power spectrum.
+
+    A signal of n samples has 1 + (n - frame) // step frames (none when
+    n < frame); each is windowed (periodic Hann) and transformed (RFFT of
+    fft_length, default the next power of two >= the frame).
+    """
+
+    def __init__(
+        self, sample_rate, frame_length_ms, frame_step_ms, fft_length, **kwargs
+    ):
+        super().__init__(**kwargs)
+        check_positive("sample_rate", sample_rate, int)
+        check_positive("frame_length_ms", frame_length_ms)
+        check_positive("frame_step_ms", frame_step_ms)
+        self.frame_length = _dsp.samples(frame_length_ms, sample_rate)
+        self.frame_step = _dsp.samples(frame_step_ms, sample_rate)
+        if self.frame_length < 2 or self.frame_step < 1:
+            raise ValueError(
+                f"frame_length_ms={frame_length_ms} and frame_step_ms="
+                f"{frame_step_ms} give {self.frame_length} and {self.frame_step} "
+                f"samples at {sample_rate} Hz: too short"
+            )
+        if fft_length is None:
+            fft_length = _dsp.next_power_of_two(self.frame_length)
+        if not isinstance(fft_length, int) or fft_length < self.frame_length:
+            raise ValueError(
+                f"fft_length must be an int >= the window ({self.frame_length} "
+                f"samples), got {fft_length!r}"
+            )
+        self.sample_rate = sample_rate
+        self.frame_length_ms = frame_length_ms
+        self.frame_step_ms = frame_step_ms
+        self.fft_length = fft_length
+
+    def _check_band(self, f_min, f_max):
+        """f_max (default: Nyquist) after checking 0 <= f_min < f_max <= Nyquist."""
+        nyquist = self.sample_rate / 2
+        f_max = nyquist if f_max is None else f_max
+        if not 0 <= f_min < f_max <= nyquist:
+            raise ValueError(
+                f"need 0 <= f_min < f_max <= sample_rate / 2 = {nyquist}, got "
+                f"f_min={f_min}, f_max={f_max}"
+            )
+        return f_max
+
+    def _power_spectrum(self, audio, lengths):
+        """(power [B, T, fft_length / 2 + 1], frames [B])."""
+        audio = tf.cast(audio, tf.float32)
+        power = _dsp.power_spectrum(
+            audio, self.frame_length, self.frame_step, self.fft_length
+        )
+        frames = _dsp.frame_count(
+            resolve_lengths(audio, lengths), self.frame_length, self.frame_step
+        )
+        return power, frames
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            sample_rate=self.sample_rate,
+            frame_length_ms=self.frame_length_ms,
+            frame_step_ms=self.frame_step_ms,
+            fft_length=self.fft_length,
+        )
+        return config

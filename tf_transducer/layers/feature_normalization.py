@@ -1,0 +1,95 @@
+"""FeatureNormalization: per-utterance or global mean / variance normalisation."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_transducer.layers import _dsp
+from tf_transducer.layers._feature_base import check_positive, resolve_lengths
+
+_MODES = ("utterance", "global")
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class FeatureNormalization(keras.layers.Layer):
+    """(x - mean) / sqrt(variance + epsilon) per feature, over valid frames only.
+
+    mode="utterance": mean and variance of each utterance's own frames (an
+    utterance without frames stays 0). mode="global": fixed statistics,
+    computed from training data with `adapt` and saved with the model.
+
+    Args:
+      mode: "utterance" or "global".
+      epsilon: added to the variance.
+
+    Call arguments:
+      features: float [B, T, F], padded.
+      lengths: optional int [B] frames (default: T).
+
+    Returns:
+      (normalised [B, T, F], lengths [B]), 0 past each length.
+    """
+
+    def __init__(self, mode="utterance", epsilon=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        check_positive("epsilon", epsilon)
+        self.mode = mode
+        self.epsilon = epsilon
+
+    def build(self, features_shape, lengths_shape=None):
+        if self.mode == "global":
+            dim = features_shape[-1]
+            self.mean = self.add_weight(
+                shape=(dim,), initializer="zeros", trainable=False, name="mean"
+            )
+            self.variance = self.add_weight(
+                shape=(dim,), initializer="ones", trainable=False, name="variance"
+            )
+
+    def adapt(self, data):
+        """Sets the global statistics from (features [B, T, F], lengths [B]) batches.
+
+        Args:
+          data: an iterable (e.g. a tf.data.Dataset) of (features, lengths)
+            pairs; only frames within each length count. Accumulated in
+            float64.
+        """
+        if self.mode != "global":
+            raise ValueError('adapt() needs mode="global"')
+        count, total, squares = 0, 0.0, 0.0
+        for features, lengths in data:
+            features = np.asarray(features, np.float64)
+            valid = np.arange(features.shape[1])[None, :] < np.asarray(lengths)[:, None]
+            frames = features[valid]  # [frames, F]
+            count += frames.shape[0]
+            total = total + frames.sum(axis=0)
+            squares = squares + (frames**2).sum(axis=0)
+        if count == 0:
+            raise ValueError("adapt() found no frames in data")
+        mean = total / count
+        variance = np.maximum(squares / count - mean**2, 0.0)
+        if not self.built:
+            self.build((None, None, mean.shape[0]))
+        self.mean.assign(mean.astype(np.float32))
+        self.variance.assign(variance.astype(np.float32))
+
+    def call(self, features, lengths=None):
+        lengths = resolve_lengths(features, lengths)
+        x = _dsp.zero_after(tf.cast(features, tf.float32), lengths)
+        if self.mode == "global":
+            mean, variance = self.mean, self.variance
+        else:
+            mask = tf.expand_dims(tf.sequence_mask(lengths, tf.shape(x)[1], dtype=x.dtype), -1)
+            count = tf.maximum(tf.reduce_sum(mask, axis=1, keepdims=True), 1.0)
+            mean = tf.reduce_sum(x, axis=1, keepdims=True) / count
+            variance = tf.reduce_sum(mask * tf.square(x - mean), axis=1, keepdims=True)
+            variance = variance / count
+        normalised = (x - mean) * tf.math.rsqrt(variance + self.epsilon)
+        return _dsp.zero_after(normalised, lengths), lengths
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(mode=self.mode, epsilon=self.epsilon)
+        return config

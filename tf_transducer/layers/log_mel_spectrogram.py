@@ -1,0 +1,86 @@
+"""LogMelSpectrogram: audio -> log mel filterbank energies, padding-aware."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_transducer.layers import _dsp
+from tf_transducer.layers._feature_base import SpectralLayer, check_positive
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class LogMelSpectrogram(SpectralLayer):
+    """Log mel spectrogram of padded audio, as a Keras layer (TFLite built-ins).
+
+    For each frame of `frame_length_ms` every `frame_step_ms` (no padding:
+    a signal of n samples has 1 + (n - frame) // step frames, or none):
+
+        power[k] = |RFFT_fft_length(hann_periodic * frame)[k]|^2
+        features[m] = log(sum_k power[k] mel[k, m] + log_offset)
+
+    with HTK triangular mel filters evenly spaced in mel over [f_min, f_max]
+    (`tf.signal.linear_to_mel_weight_matrix`'s construction).
+
+    Args:
+      sample_rate: Hz of the input audio.
+      frame_length_ms, frame_step_ms: window and hop.
+      fft_length: FFT size; default the next power of two >= the window.
+      n_mels: mel bands.
+      f_min, f_max: band edges in Hz (f_max default: sample_rate / 2).
+      log_offset: added before the log.
+
+    Call arguments:
+      audio: float [B, N], padded.
+      lengths: optional int [B] samples of each signal (default: N).
+
+    Returns:
+      (features [B, T, n_mels], frame lengths [B]); frames past an
+      utterance's own length are 0, so padding never changes its features.
+
+    Example:
+
+    ```python
+    features, frames = LogMelSpectrogram(n_mels=80)(audio, audio_lengths)
+    ```
+    """
+
+    def __init__(
+        self,
+        sample_rate=16000,
+        frame_length_ms=25.0,
+        frame_step_ms=10.0,
+        fft_length=None,
+        n_mels=80,
+        f_min=0.0,
+        f_max=None,
+        log_offset=1e-6,
+        **kwargs,
+    ):
+        super().__init__(
+            sample_rate, frame_length_ms, frame_step_ms, fft_length, **kwargs
+        )
+        check_positive("n_mels", n_mels, int)
+        check_positive("log_offset", log_offset)
+        self.f_max = self._check_band(f_min, f_max)
+        self.f_min = f_min
+        self.n_mels = n_mels
+        self.log_offset = log_offset
+        self._mel = _dsp.triangular_mel_weights(
+            self.fft_length // 2 + 1, sample_rate, n_mels, f_min, self.f_max
+        ).astype(np.float32)
+
+    def call(self, audio, lengths=None):
+        power, frames = self._power_spectrum(audio, lengths)
+        mel = tf.matmul(power, tf.constant(self._mel))
+        features = tf.math.log(mel + self.log_offset)
+        return _dsp.zero_after(features, frames), frames
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            n_mels=self.n_mels,
+            f_min=self.f_min,
+            f_max=self.f_max,
+            log_offset=self.log_offset,
+        )
+        return config

@@ -1,0 +1,95 @@
+"""Mfcc: audio -> mel-frequency cepstral coefficients, DeepSpeech's by default."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_transducer.layers import _dsp
+from tf_transducer.layers._feature_base import SpectralLayer, check_positive
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class Mfcc(SpectralLayer):
+    """MFCCs of padded audio, as a Keras layer (TFLite built-ins).
+
+    The computation of TensorFlow's AudioSpectrogram + Mfcc ops, which
+    DeepSpeech 0.9 feeds its model with; the defaults are its preset (16 kHz,
+    32 ms windows every 20 ms, 26 coefficients from 40 channels over
+    20 Hz - 8 kHz). Per frame:
+
+        magnitude[k] = |RFFT_fft_length(hann_periodic * frame)[k]|
+        bank[c] = sum_k magnitude[k] W[k, c]      (W: the Mfcc op's filterbank,
+                                                   `_dsp.band_mapped_mel_weights`)
+        mfcc[i] = sum_c log(max(bank[c], 1e-12)) sqrt(2 / C) cos(pi / C (c + 1/2) i)
+
+    Args:
+      sample_rate: Hz of the input audio.
+      frame_length_ms, frame_step_ms: window and hop (DeepSpeech: 32, 20).
+      fft_length: FFT size; default the next power of two >= the window.
+      n_coefficients: cepstral coefficients kept (DeepSpeech's n_input: 26).
+      filterbank_channels: mel channels before the DCT (40).
+      f_min, f_max: filterbank limits in Hz (20, sample_rate / 2).
+
+    Call arguments:
+      audio: float [B, N], padded.
+      lengths: optional int [B] samples of each signal (default: N).
+
+    Returns:
+      (mfccs [B, T, n_coefficients], frame lengths [B]), 0 past each length.
+    """
+
+    def __init__(
+        self,
+        sample_rate=16000,
+        frame_length_ms=32.0,
+        frame_step_ms=20.0,
+        fft_length=None,
+        n_coefficients=26,
+        filterbank_channels=40,
+        f_min=20.0,
+        f_max=None,
+        **kwargs,
+    ):
+        super().__init__(
+            sample_rate, frame_length_ms, frame_step_ms, fft_length, **kwargs
+        )
+        check_positive("filterbank_channels", filterbank_channels, int)
+        check_positive("n_coefficients", n_coefficients, int)
+        if n_coefficients > filterbank_channels:
+            raise ValueError(
+                f"n_coefficients ({n_coefficients}) must be <= filterbank_channels "
+                f"({filterbank_channels})"
+            )
+        self.f_max = self._check_band(f_min, f_max)
+        self.f_min = f_min
+        self.n_coefficients = n_coefficients
+        self.filterbank_channels = filterbank_channels
+        bank = _dsp.band_mapped_mel_weights(
+            self.fft_length // 2 + 1,
+            sample_rate,
+            filterbank_channels,
+            f_min,
+            self.f_max,
+        )
+        self._bank = bank.astype(np.float32)
+        self._dct = _dsp.mfcc_dct(filterbank_channels, n_coefficients).astype(
+            np.float32
+        )
+
+    def call(self, audio, lengths=None):
+        power, frames = self._power_spectrum(audio, lengths)
+        bank = tf.matmul(tf.sqrt(power), tf.constant(self._bank))
+        cepstrum = tf.matmul(
+            tf.math.log(tf.maximum(bank, 1e-12)), tf.constant(self._dct)
+        )
+        return _dsp.zero_after(cepstrum, frames), frames
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            n_coefficients=self.n_coefficients,
+            filterbank_channels=self.filterbank_channels,
+            f_min=self.f_min,
+            f_max=self.f_max,
+        )
+        return config
