@@ -81,7 +81,8 @@ class FeatureNormalization(keras.layers.Layer):
         if self.mode == "global":
             mean, variance = self.mean, self.variance
         else:
-            mask = tf.expand_dims(tf.sequence_mask(lengths, tf.shape(x)[1], dtype=x.dtype), -1)
+            mask = tf.sequence_mask(lengths, tf.shape(x)[1], dtype=x.dtype)
+            mask = tf.expand_dims(mask, -1)
             count = tf.maximum(tf.reduce_sum(mask, axis=1, keepdims=True), 1.0)
             mean = tf.reduce_sum(x, axis=1, keepdims=True) / count
             variance = tf.reduce_sum(mask * tf.square(x - mean), axis=1, keepdims=True)
