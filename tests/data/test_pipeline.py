@@ -1,0 +1,212 @@
+"""SpeechDataset on the bundled corpora: shapes, lengths, features, order, bad items."""
+
+import csv
+import os
+import shutil
+
+import numpy as np
+import pytest
+import soundfile as sf
+import tensorflow as tf
+
+from tf_transducer.data import CharacterAlphabet, SpeechDataset
+from tf_transducer.data.corpora import manifest
+from tf_transducer.layers import LogMelSpectrogram
+
+ALPHABET = CharacterAlphabet.english()
+
+
+def transcripts_of(name):
+    with open(manifest(name)) as f:
+        return [row["transcript"] for row in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("name", ["librivox", "librivox_jsonl"])
+def test_real_clips_in_batches(name):
+    features = LogMelSpectrogram(n_mels=80)
+    data = SpeechDataset(manifest(name), ALPHABET, features=features)
+    assert len(data) == 5
+    np.testing.assert_allclose(sum(data.durations), 24.73, atol=0.01)
+    seen = {}
+    for batch in data.dataset(2, shuffle=False):
+        B, T, F = batch["features"].shape
+        assert F == 80 and B <= 2
+        assert T == max(batch["feature_length"])
+        assert np.all(np.isfinite(batch["features"].numpy()))
+        for b in range(B):
+            n = batch["feature_length"][b]
+            # 25 ms frames every 10 ms of the clip's own samples.
+            assert n == 1 + (batch["audio_length"][b] - 400) // 160
+            assert np.all(batch["features"][b, n:].numpy() == 0)
+            labels = batch["labels"][b].numpy()
+            k = batch["label_length"][b]
+            assert np.all(labels[k:] == -1)
+            seen[int(batch["index"][b])] = ALPHABET.decode(labels[:k])
+    assert [seen[i] for i in range(5)] == transcripts_of("librivox")
+
+
+def test_features_do_not_depend_on_batch_padding():
+    features = LogMelSpectrogram(n_mels=40)
+    data = SpeechDataset(manifest("librivox"), ALPHABET, features=features)
+    alone = {}
+    for batch in data.dataset(1, shuffle=False):
+        alone[int(batch["index"][0])] = batch["features"][0].numpy()
+    for batch in data.dataset(5, shuffle=False):  # padded to the longest clip
+        for b in range(5):
+            n = batch["feature_length"][b]
+            want = alone[int(batch["index"][b])]
+            np.testing.assert_allclose(batch["features"][b, :n], want, atol=1e-5)
+
+
+def test_audio_batches_flac_and_resampling():
+    # The digits are 8 kHz FLAC: decoded with soundfile, resampled to 16 kHz.
+    data = SpeechDataset(manifest("digits_dev"), ALPHABET, sample_rate=16000)
+    batch = next(iter(data.dataset(4, shuffle=False)))
+    info = sf.info(data._paths[0])
+    assert info.samplerate == 8000
+    assert batch["audio_length"][0] == int(np.ceil(info.frames * 2))
+    assert batch["audio"].shape == (4, max(batch["audio_length"]))
+    assert np.max(np.abs(batch["audio"].numpy())) <= 1.2
+
+
+def indices(ds):
+    return [i for batch in ds for i in batch["index"].numpy().tolist()]
+
+
+def test_seeded_order_is_deterministic_and_reshuffles():
+    data = SpeechDataset(manifest("digits_dev"), ALPHABET, sample_rate=8000)
+    ds = data.dataset(8, seed=7, bucket_boundaries="auto")
+    first, second = indices(ds), indices(ds)
+    assert sorted(first) == list(range(len(data)))
+    assert first != second  # a new order each epoch
+    again = data.dataset(8, seed=7, bucket_boundaries="auto")
+    assert [indices(again), indices(again)] == [first, second]
+    assert indices(data.dataset(8, seed=8)) != first
+
+
+def test_buckets_group_similar_durations():
+    data = SpeechDataset(manifest("digits_train"), ALPHABET, sample_rate=8000)
+    padded = {}
+    for boundaries in (None, [1.2, 1.6, 2.0]):
+        total = real = 0
+        for batch in data.dataset(8, seed=0, bucket_boundaries=boundaries):
+            total += batch["audio"].shape[0] * batch["audio"].shape[1]
+            real += int(tf.reduce_sum(batch["audio_length"]))
+        padded[boundaries is None] = total / real
+    assert padded[False] < padded[True]  # less padding with buckets
+    assert padded[False] < 1.15
+
+
+def test_cache_gives_the_same_features(tmp_path):
+    features = LogMelSpectrogram(sample_rate=8000, n_mels=20)
+    data = SpeechDataset(manifest("digits_test"), ALPHABET, 8000, features=features)
+    plain = data.dataset(6, shuffle=False)
+    cached = data.dataset(6, shuffle=False, cache=str(tmp_path / "cache"))
+    for _ in range(2):  # the second epoch reads the cache
+        for a, b in zip(plain, cached, strict=True):
+            np.testing.assert_array_equal(a["features"], b["features"])
+    assert any(p.name.startswith("cache") for p in tmp_path.iterdir())
+
+
+def test_length_limits_filter_and_count():
+    # Durations 7.10, 2.99, 5.30, 6.05, 3.29 s with 115, 36, 73, 96, 44 labels.
+    data = SpeechDataset(manifest("librivox"), ALPHABET, max_duration=5.0)
+    assert (len(data), data.filtered) == (2, 3)
+    data = SpeechDataset(
+        manifest("librivox"), ALPHABET, max_duration=5.0, max_label_length=40
+    )
+    assert (len(data), data.filtered) == (1, 4)
+
+
+@pytest.fixture
+def bad_corpus(tmp_path):
+    """Two good clips and one of each kind of bad item, in a CSV manifest."""
+    source = os.path.dirname(manifest("librivox"))
+    good = sorted(f for f in os.listdir(source) if f.endswith(".wav"))[:2]
+    rows = []
+    for name in good:
+        shutil.copy(os.path.join(source, name), tmp_path / name)
+        rows.append((name, "he was not an ill disposed young man"))
+    (tmp_path / "empty.wav").write_bytes(b"")
+    whole = (tmp_path / good[0]).read_bytes()
+    (tmp_path / "truncated.wav").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "text.wav").write_text("not audio at all")
+    rows += [
+        ("empty.wav", "a"),
+        ("truncated.wav", "a"),
+        ("text.wav", "a"),
+        ("missing.wav", "a"),
+        (good[0], ""),
+        (good[1], "caf\u00e9"),
+    ]
+    path = tmp_path / "manifest.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["wav_filename", "wav_filesize", "transcript"])
+        writer.writerows((name, 0, text) for name, text in rows)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        (4, "empty.wav: empty file"),
+        (5, "truncated.wav: truncated WAV: the data chunk declares"),
+        (6, "text.wav: not a readable audio file"),
+        (7, "missing.wav: cannot be read"),
+        (8, "empty transcript"),
+        (9, "character 'é' at position 3 of 'café' is not in the alphabet"),
+    ],
+)
+def test_each_bad_item_is_an_error_naming_it(bad_corpus, line, message):
+    # Only the lines up to the bad one: the first error is that line's.
+    with open(bad_corpus) as f:
+        rows = f.read().splitlines()
+    with open(bad_corpus, "w") as f:
+        f.write("\n".join(rows[:3] + [rows[line - 1]]) + "\n")
+    with pytest.raises(ValueError, match=f"manifest.csv:4: .*{message}"):
+        SpeechDataset(bad_corpus, ALPHABET)
+
+
+def test_skip_bad_drops_counts_and_reports(bad_corpus, tmp_path):
+    data = SpeechDataset(bad_corpus, ALPHABET, skip_bad=True)
+    assert len(data) == 2
+    reasons = sorted(reason.split(" (")[0] for _, reason in data.skipped)
+    assert len(reasons) == 6 and "empty file" in reasons
+    # A FLAC copy that disappears after the check fails at decode time.
+    flac = tmp_path / "late.flac"
+    audio, rate = sf.read(data._paths[0])
+    sf.write(flac, audio, rate)
+    late = SpeechDataset(
+        [*_utterances(data), _utterance(str(flac))], ALPHABET, skip_bad=True
+    )
+    flac.unlink()
+    batches = list(late.dataset(8, shuffle=False))
+    assert sum(int(b["index"].shape[0]) for b in batches) == 2
+    (report,) = late.epoch_reports
+    assert report["skipped"] == 1
+    assert report["failed_to_decode"][0][0] == str(flac)
+    list(late.dataset(8, shuffle=False))
+    assert len(late.epoch_reports) == 2  # one per epoch
+
+
+def _utterance(path):
+    from tf_transducer.data import Utterance
+
+    return Utterance(path, "he was not an ill disposed young man")
+
+
+def _utterances(data):
+    return [_utterance(p) for p in data._paths]
+
+
+def test_bad_arguments():
+    with pytest.raises(FileNotFoundError, match="manifest 'nope.csv' does not exist"):
+        SpeechDataset("nope.csv", ALPHABET)
+    data = SpeechDataset(manifest("librivox"), ALPHABET)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        data.dataset(0)
+    with pytest.raises(ValueError, match="bucket_boundaries must be increasing"):
+        data.dataset(2, bucket_boundaries=[2.0, 1.0])
+    with pytest.raises(ValueError, match="sample_rate must be a positive int"):
+        SpeechDataset(manifest("librivox"), ALPHABET, sample_rate=16000.0)

@@ -1,0 +1,29 @@
+"""Audio data: manifests, decoding, text encoders, tf.data pipelines, corpora."""
+
+from tf_transducer.data.audio import AudioInfo, BadAudioError, probe, read_audio
+from tf_transducer.data.manifest import Utterance, read_manifest
+from tf_transducer.data.pipeline import SpeechDataset
+from tf_transducer.data.resample import resample
+from tf_transducer.data.text import (
+    BLANK,
+    PAD_ID,
+    CharacterAlphabet,
+    SubwordEncoder,
+    load_text_encoder,
+)
+
+__all__ = [
+    "BLANK",
+    "PAD_ID",
+    "AudioInfo",
+    "BadAudioError",
+    "CharacterAlphabet",
+    "SpeechDataset",
+    "SubwordEncoder",
+    "Utterance",
+    "load_text_encoder",
+    "probe",
+    "read_audio",
+    "read_manifest",
+    "resample",
+]

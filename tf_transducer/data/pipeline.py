@@ -1,0 +1,296 @@
+"""SpeechDataset: manifest -> shuffled, decoded, featurised, bucketed batches."""
+
+import threading
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from tf_transducer.data.audio import BadAudioError, decode_wav, probe, read_audio
+from tf_transducer.data.manifest import Utterance, read_manifest
+from tf_transducer.data.text import PAD_ID
+
+
+class SpeechDataset:
+    """The utterances of a manifest, checked, as a `tf.data` pipeline.
+
+    Every audio file is checked when the SpeechDataset is made (readable, not
+    empty, not truncated, has samples) and every transcript encoded (not
+    empty, every character known to the encoder). By default the first bad
+    item raises ValueError naming the manifest line, the file and the
+    problem. With `skip_bad=True` bad items are dropped and listed in
+    `skipped`; files that pass the check but fail to decode later are dropped
+    and counted too, and at the end of each pass over the data a log line
+    (and an entry of `epoch_reports`) says how many items were dropped and
+    why. Items longer than `max_duration` seconds or `max_label_length`
+    labels are left out and counted in `filtered`.
+
+    Args:
+      manifest: a manifest path (see `read_manifest`) or a list of
+        `Utterance`s.
+      text_encoder: `CharacterAlphabet` or `SubwordEncoder` (ids 1..N).
+      sample_rate: the model's rate; other files are resampled (in numpy).
+      features: optional callable (audio [1, N], lengths [1]) ->
+        (features [1, T, F], lengths [1]), e.g. a `LogMelSpectrogram` layer;
+        without it the batches carry audio.
+      max_duration: seconds, or None.
+      max_label_length: labels, or None.
+      skip_bad: drop bad items (counted) instead of raising.
+    """
+
+    def __init__(
+        self,
+        manifest,
+        text_encoder,
+        sample_rate=16000,
+        features=None,
+        max_duration=None,
+        max_label_length=None,
+        skip_bad=False,
+    ):
+        if not isinstance(sample_rate, int) or sample_rate <= 0:
+            raise ValueError(f"sample_rate must be a positive int, got {sample_rate!r}")
+        if isinstance(manifest, str):
+            self.name = manifest
+            utterances = read_manifest(manifest)
+        else:
+            self.name = "utterances"
+            utterances = list(manifest)
+        self.sample_rate = sample_rate
+        self.features = features
+        self.skip_bad = skip_bad
+        self.skipped = []  # (path, reason)
+        self.filtered = 0
+        self.epoch_reports = []
+        self._late_skips = []
+        self._lock = threading.Lock()
+        self._paths, self._labels, self._transcripts = [], [], []
+        self._in_graph, self._durations = [], []
+        for utterance in utterances:
+            try:
+                info, labels = self._check(utterance, text_encoder)
+            except BadAudioError as error:
+                self._bad(utterance, error.reason)
+                continue
+            if (max_duration is not None and info.duration > max_duration) or (
+                max_label_length is not None and len(labels) > max_label_length
+            ):
+                self.filtered += 1
+                continue
+            self._paths.append(utterance.path)
+            self._labels.append(labels)
+            self._transcripts.append(utterance.transcript)
+            self._in_graph.append(info.in_graph and info.sample_rate == sample_rate)
+            self._durations.append(info.duration)
+        if self.skipped or self.filtered:
+            logging.warning(
+                "%s: %d items kept, %d bad ones skipped, %d over the length limits",
+                self.name,
+                len(self._paths),
+                len(self.skipped),
+                self.filtered,
+            )
+        if not self._paths:
+            raise ValueError(f"{self.name}: no usable utterances")
+
+    @staticmethod
+    def _check(utterance, text_encoder):
+        if not utterance.transcript.strip():
+            raise BadAudioError(utterance.path, "empty transcript")
+        try:
+            labels = text_encoder.encode(utterance.transcript)
+        except ValueError as error:
+            raise BadAudioError(utterance.path, f"transcript: {error}") from None
+        if not labels:
+            raise BadAudioError(utterance.path, "transcript encodes to no labels")
+        return probe(utterance.path), labels
+
+    def _bad(self, utterance: Utterance, reason):
+        if not self.skip_bad:
+            where = f"{utterance.source}: " if utterance.source else ""
+            raise ValueError(
+                f"{where}{utterance.path}: {reason} (skip_bad=True drops such items)"
+            )
+        self.skipped.append((utterance.path, reason))
+
+    def __len__(self):
+        return len(self._paths)
+
+    @property
+    def durations(self):
+        """Seconds of audio of each kept utterance."""
+        return list(self._durations)
+
+    # -- the pipeline ---------------------------------------------------------
+
+    def _read_numpy(self, index):
+        path = self._paths[int(index)]
+        try:
+            return read_audio(path, self.sample_rate)
+        except BadAudioError as error:
+            if not self.skip_bad:
+                raise
+            with self._lock:
+                self._late_skips.append((path, error.reason))
+            return np.zeros([0], np.float32)
+
+    def _report_epoch(self):
+        with self._lock:
+            late, self._late_skips = self._late_skips, []
+        report = {
+            "skipped": len(self.skipped) + len(late),
+            "filtered": self.filtered,
+            "failed_to_decode": late,
+        }
+        self.epoch_reports.append(report)
+        logging.warning(
+            "%s: end of an epoch: %d items skipped as bad (%d when checked, %d "
+            "failed to decode%s), %d over the length limits",
+            self.name,
+            report["skipped"],
+            len(self.skipped),
+            len(late),
+            "".join(f"; {p}: {r}" for p, r in late[:5]),
+            self.filtered,
+        )
+        return False
+
+    def _load(self, index, paths, labels, in_graph):
+        """The element of index (-1: the end-of-epoch marker, empty)."""
+        safe = tf.maximum(index, 0)
+
+        def graph_decode():
+            return decode_wav(tf.io.read_file(paths[safe]))
+
+        def numpy_decode():
+            audio = tf.numpy_function(self._read_numpy, [safe], tf.float32)
+            return tf.reshape(audio, [-1])
+
+        if all(self._in_graph):
+            decode = graph_decode
+        elif not any(self._in_graph):
+            decode = numpy_decode
+        else:
+
+            def decode():
+                return tf.cond(in_graph[safe], graph_decode, numpy_decode)
+
+        audio = tf.cond(index >= 0, decode, lambda: tf.zeros([0], tf.float32))
+        length = tf.shape(audio)[0]
+        label = labels[safe]
+        element = {
+            "index": index,
+            "audio_length": length,
+            "labels": label,
+            "label_length": tf.shape(label)[0],
+        }
+        if self.features is None:
+            element["audio"] = audio
+        else:
+            values, value_lengths = self.features(audio[tf.newaxis], length[tf.newaxis])
+            values = tf.convert_to_tensor(values)[0]
+            element["features"] = values[: value_lengths[0]]
+            element["feature_length"] = tf.cast(value_lengths[0], tf.int32)
+        return element
+
+    def _keep(self, element):
+        marker = element["index"] < 0
+        report = tf.cond(
+            marker,
+            lambda: tf.py_function(self._report_epoch, [], tf.bool),
+            lambda: tf.constant(True),
+        )
+        return tf.logical_and(
+            tf.logical_not(marker), tf.logical_and(report, element["audio_length"] > 0)
+        )
+
+    def dataset(
+        self,
+        batch_size,
+        shuffle=True,
+        seed=None,
+        bucket_boundaries=None,
+        cache=None,
+        drop_remainder=False,
+        num_parallel_calls=tf.data.AUTOTUNE,
+    ) -> tf.data.Dataset:
+        """Padded batches of dicts.
+
+        Each batch has "labels" [B, S] (padded with -1), "label_length" [B],
+        "audio_length" [B] (samples), "index" [B] (into this dataset), and
+        either "audio" [B, N] or "features" [B, T, F] + "feature_length" [B]
+        (padding is 0).
+
+        Args:
+          batch_size: utterances per batch.
+          shuffle: reshuffle every epoch (the whole dataset).
+          seed: makes the order (and so every batch) the same on every run.
+          bucket_boundaries: seconds; batches then hold utterances of one
+            duration bucket (`bucket_by_sequence_length`), which cuts
+            padding. "auto" picks the quartiles of the durations. None: plain
+            padded batches.
+          cache: a file path to cache decoded features in (the first epoch
+            writes it, the next read it), or None.
+          drop_remainder: drop a last, smaller batch.
+          num_parallel_calls: parallel decode + features.
+        """
+        if not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        n = len(self._paths)
+        paths = tf.constant(self._paths)
+        labels = tf.ragged.constant(self._labels, dtype=tf.int32, ragged_rank=1)
+        in_graph = tf.constant(self._in_graph)
+        indices = tf.data.Dataset.range(n)
+        if shuffle and cache is None:
+            indices = indices.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        report = self.skip_bad or self.filtered
+        if report:
+            indices = indices.concatenate(
+                tf.data.Dataset.from_tensors(tf.constant(-1, tf.int64))
+            )
+        ds = indices.map(
+            lambda i: self._load(i, paths, labels, in_graph),
+            num_parallel_calls=num_parallel_calls,
+            deterministic=True,
+        )
+        ds = ds.filter(self._keep if report else lambda e: e["audio_length"] > 0)
+        if cache is not None:
+            ds = ds.cache(cache)
+            if shuffle:
+                ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        ds = self._batch(ds, batch_size, bucket_boundaries, drop_remainder)
+        options = tf.data.Options()
+        options.deterministic = True
+        return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+    def _batch(self, ds, batch_size, bucket_boundaries, drop_remainder):
+        padding = {
+            key: tf.constant(0, spec.dtype) for key, spec in ds.element_spec.items()
+        }
+        padding["labels"] = tf.constant(PAD_ID, tf.int32)
+        if bucket_boundaries is None:
+            return ds.padded_batch(
+                batch_size, padding_values=padding, drop_remainder=drop_remainder
+            )
+        if isinstance(bucket_boundaries, str):
+            if bucket_boundaries != "auto":
+                raise ValueError(
+                    'bucket_boundaries must be seconds or "auto", got '
+                    f"{bucket_boundaries!r}"
+                )
+            bucket_boundaries = sorted(
+                set(np.quantile(self._durations, [0.25, 0.5, 0.75]))
+            )
+        seconds = list(bucket_boundaries)
+        if any(b <= 0 for b in seconds) or seconds != sorted(set(seconds)):
+            raise ValueError(
+                f"bucket_boundaries must be increasing positive seconds, got {seconds}"
+            )
+        bounds = [max(1, int(round(s * self.sample_rate))) for s in seconds]
+        return ds.bucket_by_sequence_length(
+            lambda e: e["audio_length"],
+            bucket_boundaries=bounds,
+            bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
+            padding_values=padding,
+            drop_remainder=drop_remainder,
+        )

@@ -1,0 +1,224 @@
+"""Text encoders: transcripts <-> label ids.
+
+One convention everywhere in tf_transducer: id 0 is the blank (CTC's blank,
+the transducer's termination symbol) and the symbols are 1 .. vocab_size - 1,
+so `vocab_size` counts the blank. Label sequences in batches are padded with
+-1 (`PAD_ID`), which is never a class.
+"""
+
+import base64
+import collections
+import os
+from collections.abc import Iterable, Sequence
+
+BLANK = 0
+PAD_ID = -1
+
+
+class CharacterAlphabet:
+    """Characters <-> ids 1..N (0 is the blank).
+
+    Args:
+      characters: the symbols, each one character, no repeats.
+      drop_unknown: if False (default), encoding a character outside the
+        alphabet raises ValueError naming it; if True it is dropped and
+        counted in `dropped` (character -> count).
+    """
+
+    def __init__(self, characters: Sequence[str], drop_unknown: bool = False):
+        characters = list(characters)
+        if not characters:
+            raise ValueError("characters must not be empty")
+        for c in characters:
+            if not isinstance(c, str) or len(c) != 1:
+                raise ValueError(f"each symbol must be one character, got {c!r}")
+        repeated = [c for c, n in collections.Counter(characters).items() if n > 1]
+        if repeated:
+            raise ValueError(f"characters repeat: {repeated}")
+        self.characters = characters
+        self.drop_unknown = drop_unknown
+        self.dropped = collections.Counter()
+        self._ids = {c: i + 1 for i, c in enumerate(characters)}
+
+    @classmethod
+    def english(cls, drop_unknown: bool = False) -> "CharacterAlphabet":
+        """Space, a-z and the apostrophe (DeepSpeech's English alphabet)."""
+        return cls(" abcdefghijklmnopqrstuvwxyz'", drop_unknown)
+
+    @classmethod
+    def from_file(cls, path: str, drop_unknown: bool = False) -> "CharacterAlphabet":
+        """Reads a DeepSpeech alphabet file.
+
+        UTF-8, one symbol per line; a line starting with '#' is a comment,
+        and '\\#' stands for the '#' character itself.
+        """
+        symbols = []
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if line.startswith("#"):
+                    continue
+                if line == "\\#":
+                    line = "#"
+                if len(line) != 1:
+                    raise ValueError(
+                        f"{path}:{number}: expected one character per line, "
+                        f"got {line!r}"
+                    )
+                symbols.append(line)
+        try:
+            return cls(symbols, drop_unknown)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+
+    def save(self, path: str) -> None:
+        """Writes the alphabet as a DeepSpeech alphabet file."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("# One symbol per line; id = line number among symbols + 1.\n")
+            for c in self.characters:
+                f.write("\\#\n" if c == "#" else f"{c}\n")
+
+    @property
+    def vocab_size(self) -> int:
+        """Classes including the blank."""
+        return len(self.characters) + 1
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for position, c in enumerate(text):
+            i = self._ids.get(c)
+            if i is not None:
+                ids.append(i)
+            elif self.drop_unknown:
+                self.dropped[c] += 1
+            else:
+                raise ValueError(
+                    f"character {c!r} at position {position} of {text!r} is not "
+                    "in the alphabet (pass drop_unknown=True to drop such characters)"
+                )
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The characters of ids; blanks and padding (ids <= 0) are skipped."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if i <= 0:
+                continue
+            if i > len(self.characters):
+                raise ValueError(
+                    f"id {i} is outside the alphabet (vocab_size {self.vocab_size})"
+                )
+            out.append(self.characters[i - 1])
+        return "".join(out)
+
+    def get_config(self) -> dict:
+        return {
+            "characters": "".join(self.characters),
+            "drop_unknown": self.drop_unknown,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> "CharacterAlphabet":
+        return cls(list(config["characters"]), config.get("drop_unknown", False))
+
+
+class SubwordEncoder:
+    """SentencePiece subwords <-> ids 1..N (0 is the blank).
+
+    Build one with `SubwordEncoder.train(transcripts, vocab_size)`; the model
+    travels as bytes (`save` / `load`, `get_config`). Text the model cannot
+    cover maps to its <unk> piece, id 1.
+    """
+
+    def __init__(self, model_proto: bytes):
+        import sentencepiece as spm
+
+        self.model_proto = bytes(model_proto)
+        self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        if self._sp.pad_id() != BLANK:
+            raise ValueError(
+                f"the SentencePiece model must reserve id {BLANK} (its pad piece) "
+                f"for the blank; its pad id is {self._sp.pad_id()}"
+            )
+
+    @classmethod
+    def train(
+        cls,
+        transcripts: Iterable[str],
+        vocab_size: int,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+    ) -> "SubwordEncoder":
+        """Trains a SentencePiece model on transcripts (deterministic, 1 thread).
+
+        Args:
+          transcripts: training text, one utterance per item.
+          vocab_size: classes including the blank (and <unk>).
+          model_type: "unigram", "bpe", "char" or "word".
+          character_coverage: share of characters the pieces must cover.
+        """
+        import io
+
+        import sentencepiece as spm
+
+        text = [t for t in transcripts if t]
+        if not text:
+            raise ValueError("transcripts must contain some text to train on")
+        model = io.BytesIO()
+        options = dict(
+            sentence_iterator=iter(text),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=BLANK,
+            pad_piece="<blank>",
+            unk_id=1,
+            bos_id=-1,
+            eos_id=-1,
+            num_threads=1,
+            minloglevel=2,
+        )
+        try:
+            spm.SentencePieceTrainer.train(**options)
+        except RuntimeError as error:  # e.g. a vocab_size the text cannot fill
+            raise ValueError(
+                f"SentencePiece training failed (vocab_size={vocab_size}, "
+                f"model_type={model_type!r}): {error}"
+            ) from None
+        return cls(model.getvalue())
+
+    @classmethod
+    def load(cls, path: str) -> "SubwordEncoder":
+        with open(path, "rb") as f:
+            return cls(f.read())
+
+    def save(self, path: str) -> None:
+        with open(path, "wb") as f:
+            f.write(self.model_proto)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._sp.encode(text))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ids; blanks and padding (ids <= 0) are skipped."""
+        return self._sp.decode([int(i) for i in ids if int(i) > 0])
+
+    def get_config(self) -> dict:
+        return {"model_proto": base64.b64encode(self.model_proto).decode("ascii")}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "SubwordEncoder":
+        return cls(base64.b64decode(config["model_proto"]))
+
+
+def load_text_encoder(path: str):
+    """A CharacterAlphabet (alphabet file) or SubwordEncoder (.model file)."""
+    if os.path.splitext(path)[1] == ".model":
+        return SubwordEncoder.load(path)
+    return CharacterAlphabet.from_file(path)
