@@ -36,6 +36,7 @@ bench: build
 	$(PY) benchmarks/bench_mutual_information.py
 	$(PY) benchmarks/bench_rnnt_loss.py
 	$(PY) benchmarks/rss_rnnt_loss.py
+	$(PY) benchmarks/bench_pipeline.py
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .
