@@ -3,7 +3,8 @@
 Side by side (benchmarks/_harness.py), each configuration in its own process
 pinned to 1 or 2 cores (CPU affinity + TensorFlow's thread counts):
 
-  * whole epochs (>= 500 s of audio) of SpeechDataset over a bundled corpus: decode (16-bit WAV in
+  * whole epochs (>= 500 s of audio) of SpeechDataset over a bundled
+    corpus: decode (16-bit WAV in
     the graph for LibriVox, FLAC through soundfile for the digits) +
     LogMelSpectrogram (80 mels, 25 ms / 10 ms) + bucketed padded batches of
     16, at the corpus's own rate; reported as seconds of audio per wall
@@ -117,7 +118,7 @@ def serve_train_step(corpus, cores):
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(inputs, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
     _harness.serve(lambda: step().numpy())
@@ -139,7 +140,8 @@ def main(argv):
     seconds, reports = _harness.run_interleaved(commands, ROUNDS.value)
     print(f"medians of {ROUNDS.value} interleaved rounds\n")
     print(
-        "| corpus | cores | s per timing | audio s | x real time | x real time per core |"
+        "| corpus | cores | s per timing | audio s | x real time "
+        "| x real time per core |"
     )
     print("| --- | --- | --- | --- | --- | --- |")
     per_batch = {}
@@ -158,8 +160,9 @@ def main(argv):
     print(f"\ntraining step on a digits batch of {BATCH}, 2 cores: {step * 1e3:.1f} ms")
     for cores in (1, 2):
         ratio = step / per_batch["digits", cores]
+        ms = per_batch["digits", cores] * 1e3
         print(
-            f"pipeline, digits, {cores} core(s): {per_batch['digits', cores] * 1e3:.1f} "
+            f"pipeline, digits, {cores} core(s): {ms:.1f} "
             f"ms per batch = step / {ratio:.1f}"
         )
 

@@ -3,7 +3,14 @@
 The public API; everything else is internal.
 """
 
-from tf_transducer import losses
+from tf_transducer import data, layers, losses
+from tf_transducer.data import CharacterAlphabet, SpeechDataset, SubwordEncoder
+from tf_transducer.layers import (
+    FeatureNormalization,
+    FrameStacking,
+    LogMelSpectrogram,
+    Mfcc,
+)
 from tf_transducer.losses import PrunedRnntLoss, RnntLoss
 from tf_transducer.ops import (
     OpLibraryError,
@@ -24,15 +31,24 @@ from tf_transducer.ops import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CharacterAlphabet",
+    "FeatureNormalization",
+    "FrameStacking",
+    "LogMelSpectrogram",
+    "Mfcc",
     "OpLibraryError",
     "PrunedRnntLoss",
     "RnntLoss",
+    "SpeechDataset",
+    "SubwordEncoder",
+    "data",
     "do_rnnt_pruning",
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",
     "get_rnnt_logprobs_pruned",
     "get_rnnt_logprobs_smoothed",
     "get_rnnt_prune_ranges",
+    "layers",
     "losses",
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
