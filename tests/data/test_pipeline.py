@@ -69,6 +69,32 @@ def test_audio_batches_flac_and_resampling():
     assert np.max(np.abs(batch["audio"].numpy())) <= 1.2
 
 
+def test_stereo_wav_is_decoded_in_the_graph_and_downmixed(tmp_path):
+    rng = np.random.default_rng(9)
+    left, right = rng.uniform(-0.5, 0.5, size=(2, 8000))
+    sf.write(tmp_path / "stereo.wav", np.stack([left, right], 1), 16000, "PCM_16")
+    (tmp_path / "m.csv").write_text("wav_filename,transcript\nstereo.wav,ok\n")
+    data = SpeechDataset(str(tmp_path / "m.csv"), ALPHABET)
+    assert data._in_graph == [True]
+    batch = next(iter(data.dataset(1)))
+    pcm, _ = sf.read(tmp_path / "stereo.wav", dtype="float64")  # [N, 2]
+    np.testing.assert_allclose(batch["audio"][0], pcm.mean(1), atol=1e-6)
+
+
+def test_global_normalization_adapts_to_a_speech_dataset():
+    from tf_transducer.layers import FeatureNormalization
+
+    features = LogMelSpectrogram(n_mels=20)
+    data = SpeechDataset(manifest("librivox"), ALPHABET, features=features)
+    layer = FeatureNormalization("global")
+    layer.adapt(data.dataset(2, shuffle=False))
+    frames = np.concatenate(
+        [b["features"][0, : b["feature_length"][0]] for b in data.dataset(1)]
+    )
+    np.testing.assert_allclose(layer.mean, frames.mean(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(layer.variance, frames.var(0), rtol=1e-3)
+
+
 def indices(ds):
     return [i for batch in ds for i in batch["index"].numpy().tolist()]
 

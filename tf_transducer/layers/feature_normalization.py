@@ -53,13 +53,18 @@ class FeatureNormalization(keras.layers.Layer):
 
         Args:
           data: an iterable (e.g. a tf.data.Dataset) of (features, lengths)
-            pairs; only frames within each length count. Accumulated in
-            float64.
+            pairs, or of dicts with "features" and "feature_length" (the
+            batches of `tf_transducer.data.SpeechDataset`); only frames within
+            each length count. Accumulated in float64.
         """
         if self.mode != "global":
             raise ValueError('adapt() needs mode="global"')
         count, total, squares = 0, 0.0, 0.0
-        for features, lengths in data:
+        for batch in data:
+            if isinstance(batch, dict):
+                features, lengths = batch["features"], batch["feature_length"]
+            else:
+                features, lengths = batch
             features = np.asarray(features, np.float64)
             valid = np.arange(features.shape[1])[None, :] < np.asarray(lengths)[:, None]
             frames = features[valid]  # [frames, F]
