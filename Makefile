@@ -37,6 +37,7 @@ bench: build
 	$(PY) benchmarks/bench_rnnt_loss.py
 	$(PY) benchmarks/rss_rnnt_loss.py
 	$(PY) benchmarks/bench_pipeline.py
+	$(PY) benchmarks/bench_spec_augment.py
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .

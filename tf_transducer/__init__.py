@@ -10,6 +10,7 @@ from tf_transducer.layers import (
     FrameStacking,
     LogMelSpectrogram,
     Mfcc,
+    SpecAugment,
 )
 from tf_transducer.losses import PrunedRnntLoss, RnntLoss
 from tf_transducer.ops import (
@@ -39,6 +40,7 @@ __all__ = [
     "OpLibraryError",
     "PrunedRnntLoss",
     "RnntLoss",
+    "SpecAugment",
     "SpeechDataset",
     "SubwordEncoder",
     "data",

@@ -4,5 +4,12 @@ from tf_transducer.layers.feature_normalization import FeatureNormalization
 from tf_transducer.layers.frame_stacking import FrameStacking
 from tf_transducer.layers.log_mel_spectrogram import LogMelSpectrogram
 from tf_transducer.layers.mfcc import Mfcc
+from tf_transducer.layers.spec_augment import SpecAugment
 
-__all__ = ["FeatureNormalization", "FrameStacking", "LogMelSpectrogram", "Mfcc"]
+__all__ = [
+    "FeatureNormalization",
+    "FrameStacking",
+    "LogMelSpectrogram",
+    "Mfcc",
+    "SpecAugment",
+]

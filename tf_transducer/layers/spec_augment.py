@@ -1,0 +1,601 @@
+"""SpecAugment (arXiv 1904.08779) with everything lingvo's SpectrumAugmenter does.
+
+Building blocks (functions, usable on their own) and the Keras layer
+`SpecAugment` that chains them per utterance, in lingvo's order:
+frequency warp, time warp, frequency noise, time masks, frequency masks.
+
+Shapes: features x [B, T, F, C] (the layer also takes [B, T, F]); lengths
+[B] frames. Every block leaves the frames at and after an utterance's length
+(its padding) exactly as they were, and a zero-length utterance unchanged.
+
+Randomness comes from a `Draws` object: Keras `SeedGenerator` streams
+(reproducible with a seed, fresh on every call) or, for input-dependent
+stateless seeds, `tf.random.stateless_*` ops seeded from the batch itself
+(the same input gives the same augmentation). Each draw has its own stream
+number so that, as in lingvo, sizes and positions are not correlated.
+"""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.layers._feature_base import resolve_lengths
+
+# Parameters that may be given per domain (one value per entry of domain_ids).
+PER_DOMAIN = (
+    "freq_mask_max_bins",
+    "freq_mask_count",
+    "use_dynamic_time_mask_max_frames",
+    "time_mask_max_frames",
+    "time_mask_count",
+    "time_mask_max_ratio",
+    "time_masks_per_frame",
+    "freq_warp_max_bins",
+    "time_warp_bound",
+    "time_warp_max_frames",
+    "time_warp_max_ratio",
+    "freq_noise_max_stddev",
+)
+
+# The paper's policies (Table 1): W time warp, F / mF frequency mask width /
+# count, T / p / mT time mask width / upper bound ratio / count.
+PRESETS = {
+    "LB": dict(time_warp_max_frames=80, freq_mask_max_bins=27, freq_mask_count=1,
+               time_mask_max_frames=100, time_mask_max_ratio=1.0, time_mask_count=1),
+    "LD": dict(time_warp_max_frames=80, freq_mask_max_bins=27, freq_mask_count=2,
+               time_mask_max_frames=100, time_mask_max_ratio=1.0, time_mask_count=2),
+    "SM": dict(time_warp_max_frames=40, freq_mask_max_bins=15, freq_mask_count=2,
+               time_mask_max_frames=70, time_mask_max_ratio=0.2, time_mask_count=2),
+    "SS": dict(time_warp_max_frames=40, freq_mask_max_bins=27, freq_mask_count=2,
+               time_mask_max_frames=70, time_mask_max_ratio=0.2, time_mask_count=2),
+}  # fmt: skip
+for _policy in PRESETS.values():
+    _policy["time_warp_max_ratio"] = 1.0  # the paper bounds the warp by W only
+
+
+class Draws:
+    """Random numbers for the blocks: stateful (Keras) or stateless (seeded).
+
+    Args:
+      seed_generator: a `keras.random.SeedGenerator`, or None for stateless.
+      seed: int64 [2] seed of the stateless ops (when seed_generator is None).
+    """
+
+    def __init__(self, seed_generator=None, seed=None):
+        if (seed_generator is None) == (seed is None):
+            raise ValueError("give exactly one of seed_generator and seed")
+        self.seed_generator = seed_generator
+        self.seed = seed
+
+    def uniform(self, shape, stream, minval=0.0, maxval=1.0):
+        """float32 uniform in [minval, maxval)."""
+        if self.seed_generator is not None:
+            return keras.random.uniform(
+                shape, minval, maxval, "float32", seed=self.seed_generator
+            )
+        seed = self.seed + tf.constant([stream, 7919 * stream], tf.int64)
+        return tf.random.stateless_uniform(shape, seed, minval, maxval, tf.float32)
+
+    def normal(self, shape, stream, mean=0.0, stddev=1.0):
+        if self.seed_generator is not None:
+            return keras.random.normal(
+                shape, mean, stddev, "float32", seed=self.seed_generator
+            )
+        seed = self.seed + tf.constant([stream, 7919 * stream], tf.int64)
+        return tf.random.stateless_normal(shape, seed, mean, stddev, tf.float32)
+
+
+def input_seed(x, lengths):
+    """int64 [2] seed that is a function of the valid frames of x (and lengths).
+
+    The float bits of every valid value, weighted by their position, summed
+    (int64 arithmetic wraps): the same batch gives the same seed.
+    """
+    valid = tf.sequence_mask(lengths, tf.shape(x)[1])
+    bits = tf.cast(tf.bitcast(tf.cast(x, tf.float32), tf.int32), tf.int64)
+    bits = tf.where(_expand_like(valid, bits), bits, tf.zeros_like(bits))
+    position = tf.cast(tf.range(tf.size(bits)), tf.int64)
+    flat = tf.reshape(bits, [-1])
+    a = tf.reduce_sum(flat * (2 * position + 1))
+    b = tf.reduce_sum(flat ^ (position * 0x9E3779B1)) + tf.reduce_sum(
+        tf.cast(lengths, tf.int64)
+    )
+    return tf.stack([a, b])
+
+
+def _expand_like(mask, x):
+    """[B, T] -> broadcastable against x [B, T, ...]."""
+    return tf.reshape(mask, tf.concat([tf.shape(mask), [1] * (x.shape.rank - 2)], 0))
+
+
+def _valid(lengths, size):
+    return tf.sequence_mask(lengths, size)
+
+
+def block_mask(
+    draws,
+    choose_range,
+    size,
+    count,
+    max_width=None,
+    max_ratio=1.0,
+    masks_per_frame=0.0,
+    stream=0,
+):
+    """[B, size] float: 0 inside the random blocks, 1 elsewhere.
+
+    Up to `count` blocks per row, each inside [0, choose_range[b]): width
+    floor(u * max_width) (max_width None: choose_range * max_ratio), at most
+    max(floor(max_ratio * choose_range), 1), start uniform over the places it
+    fits. With masks_per_frame > 0 only the first min(count, masks_per_frame
+    * choose_range) blocks count.
+    """
+    batch = tf.shape(choose_range)[0]
+    span = tf.cast(choose_range, tf.float32)[:, tf.newaxis]  # [B, 1]
+    if max_width is None:
+        limit = span * max_ratio
+    else:
+        limit = tf.fill([batch, 1], float(max_width))
+    width = tf.cast(draws.uniform([batch, count], stream) * limit, tf.int32)
+    bound = tf.maximum(tf.cast(max_ratio * span, tf.int32), 1)
+    width = tf.minimum(width, bound)  # [B, count]
+    room = tf.cast(
+        tf.cast(choose_range, tf.int32)[:, tf.newaxis] - width + 1, tf.float32
+    )
+    start = tf.cast(draws.uniform([batch, count], stream + 1) * room, tf.int32)
+    position = tf.range(size)[tf.newaxis, tf.newaxis, :]
+    inside = (position >= start[..., tf.newaxis]) & (
+        position < (start + width)[..., tf.newaxis]
+    )  # [B, count, size]
+    if masks_per_frame > 0:
+        used = tf.cast(tf.range(count), tf.float32)[tf.newaxis] < masks_per_frame * span
+        inside &= used[..., tf.newaxis]
+    return 1.0 - tf.cast(tf.reduce_any(inside, axis=1), tf.float32)
+
+
+def warp_positions(draws, choose_range, size, max_shift=None, max_ratio=1.0, stream=0):
+    """[B, size] float source positions of a random piecewise-linear warp.
+
+    For each row, an anchor a (uniform in [1, L - 1), L = choose_range[b]) moves
+    to d = a + shift, shift uniform in [-max_shift, max_shift] (max_shift
+    None: in (-max_ratio L, max_ratio L)) and at most max_ratio * L in
+    magnitude, d kept in [1, L - 2]. Output position i takes its value from
+    source position s(i), linear on [0, d] and [d, L - 1] with s(0) = 0,
+    s(d) = a, s(L - 1) = L - 1 (the first and last frames stay in place), and
+    s(i) = i from L on. Rows with L < 3 are not warped.
+    """
+    batch = tf.shape(choose_range)[0]
+    span = tf.cast(choose_range, tf.float32)
+    bound = tf.floor(max_ratio * span)
+    if max_shift is None:
+        shift = tf.floor(draws.uniform([batch], stream, -1.0, 1.0) * bound)
+    else:
+        shift = tf.floor(
+            draws.uniform([batch], stream, -float(max_shift), float(max_shift) + 1.0)
+        )
+    shift = tf.clip_by_value(shift, -bound, bound)
+    last = span - 1.0
+    anchor = (
+        tf.floor(draws.uniform([batch], stream + 1) * tf.maximum(span - 2.0, 0.0)) + 1
+    )
+    dest = tf.clip_by_value(anchor + shift, 1.0, tf.maximum(last - 1.0, 1.0))
+    i = tf.cast(tf.range(size), tf.float32)[tf.newaxis]  # [1, size]
+    a, d, end = anchor[:, None], dest[:, None], last[:, None]
+    left = i * a / d
+    right = a + (i - d) * (end - a) / tf.maximum(end - d, 1e-6)
+    source = tf.where(i < d, left, right)
+    warped = (span[:, None] >= 3.0) & (i < span[:, None])
+    return tf.where(warped, source, i)
+
+
+def resample_axis(x, source, axis):
+    """x [B, T, F, C] read at fractional positions source [B, n] along axis 1 or 2.
+
+    Linear interpolation between floor and ceil (lingvo's hat-function warp
+    matrix, without forming it).
+    """
+    upper = tf.math.ceil(source)
+    w_upper = 1.0 - (upper - source)  # weight of x[ceil(s)]
+    size = tf.shape(x)[axis]
+    hi = tf.clip_by_value(tf.cast(upper, tf.int32), 0, size - 1)
+    lo = tf.clip_by_value(hi - 1, 0, size - 1)
+    at_hi = tf.gather(x, hi, axis=axis, batch_dims=1)
+    at_lo = tf.gather(x, lo, axis=axis, batch_dims=1)
+    shape = [-1, size, 1, 1] if axis == 1 else [-1, 1, size, 1]
+    w = tf.reshape(w_upper, shape)
+    return w * at_hi + (1.0 - w) * at_lo
+
+
+def time_warp(x, lengths, draws, max_frames, max_ratio, bound="static", stream=30):
+    """Warps each utterance along time within its length (see warp_positions).
+
+    bound "static": shifts up to min(max_frames, max_ratio * length);
+    "dynamic": up to max_ratio * length.
+    """
+    if max_ratio <= 0.0 or (bound == "static" and max_frames <= 0):
+        return x
+    source = warp_positions(
+        draws,
+        lengths,
+        tf.shape(x)[1],
+        max_frames if bound == "static" else None,
+        max_ratio,
+        stream,
+    )
+    return resample_axis(x, source, axis=1)
+
+
+def frequency_warp(x, lengths, draws, max_bins, stream=40):
+    """Warps every frame along frequency by up to max_bins (bins 0, F-1 fixed)."""
+    if max_bins <= 0:
+        return x
+    batch, bins = tf.shape(x)[0], tf.shape(x)[2]
+    source = warp_positions(draws, tf.fill([batch], bins), bins, max_bins, 1.0, stream)
+    valid = _expand_like(_valid(lengths, tf.shape(x)[1]), x)
+    return tf.where(valid, resample_axis(x, source, axis=2), x)
+
+
+def frequency_noise(x, lengths, draws, max_stddev, weight=1.0, stream=50):
+    """Multiplies each utterance's bins by N(1, s), s ~ U(0, max_stddev * weight)."""
+    if max_stddev <= 0.0:
+        return x
+    batch, bins = tf.shape(x)[0], tf.shape(x)[2]
+    stddev = draws.uniform([batch, 1, 1, 1], stream) * (max_stddev * weight)
+    scale = 1.0 + stddev * draws.normal([batch, 1, bins, 1], stream + 1)
+    valid = _expand_like(_valid(lengths, tf.shape(x)[1]), x)
+    return tf.where(valid, x * scale, x)
+
+
+def time_mask(
+    x,
+    lengths,
+    draws,
+    max_frames,
+    count,
+    max_ratio=1.0,
+    dynamic=False,
+    masks_per_frame=0.0,
+    use_noise=False,
+    gaussian_noise=False,
+    stream=10,
+):
+    """Zeroes (or fills with noise) up to `count` blocks of frames per utterance.
+
+    Widths up to max_frames (dynamic: up to max_ratio * length) and at most
+    max_ratio * length; all blocks inside the utterance. With use_noise the
+    blocks hold N(0, s) noise, s = 1 (gaussian_noise) or s = 0.1 * U(1, 2) +
+    1e-4 per batch.
+    """
+    if count <= 0 or max_ratio <= 0.0 or (max_frames <= 0 and not dynamic):
+        return x
+    size = tf.shape(x)[1]
+    keep = block_mask(
+        draws,
+        lengths,
+        size,
+        count,
+        None if dynamic else max_frames,
+        max_ratio,
+        masks_per_frame,
+        stream,
+    )
+    masked = _valid(lengths, size) & (keep < 0.5)  # [B, T]
+    fill = tf.zeros_like(x)
+    if use_noise:
+        if gaussian_noise:
+            stddev = 1.0
+        else:
+            stddev = draws.uniform([], stream + 2, 1.0, 2.0) * 0.1 + 0.0001
+        noise = draws.normal(tf.shape(x)[:3], stream + 3) * stddev
+        fill = tf.broadcast_to(noise[..., tf.newaxis], tf.shape(x))
+    return tf.where(_expand_like(masked, x), fill, x)
+
+
+def frequency_mask(x, lengths, draws, max_bins, count, stream=20):
+    """Zeroes up to `count` bands of at most max_bins bins per utterance."""
+    if max_bins <= 0 or count <= 0:
+        return x
+    batch, bins = tf.shape(x)[0], tf.shape(x)[2]
+    keep = block_mask(
+        draws, tf.fill([batch], bins), bins, count, max_bins, 1.0, 0.0, stream
+    )
+    valid = _expand_like(_valid(lengths, tf.shape(x)[1]), x)
+    return tf.where(valid, x * keep[:, tf.newaxis, :, tf.newaxis], x)
+
+
+def _check_domain_value(name, value):
+    if name == "time_warp_bound":
+        if value not in ("static", "dynamic"):
+            raise ValueError(f'{name} must be "static" or "dynamic", got {value!r}')
+    elif name == "use_dynamic_time_mask_max_frames":
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be a bool, got {value!r}")
+    elif name in ("time_mask_max_ratio", "time_warp_max_ratio"):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+    elif name in ("time_masks_per_frame", "freq_noise_max_stddev"):
+        if not value >= 0.0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+    elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class SpecAugment(keras.layers.Layer):
+    """SpecAugment as a Keras layer, with every option of lingvo's augmenter.
+
+    In training, per utterance and within its length only: frequency warp,
+    time warp, frequency noise, time masks, frequency masks (in that order);
+    identity otherwise (and so in an exported inference model).
+
+    Args:
+      freq_mask_max_bins, freq_mask_count: frequency masks (width < max bins).
+      time_mask_max_frames, time_mask_count: time masks (width < max frames).
+      time_mask_max_ratio: time masks are at most this share of the length.
+      use_dynamic_time_mask_max_frames: widths up to time_mask_max_ratio *
+        length instead of time_mask_max_frames.
+      time_masks_per_frame: if > 0, an utterance of n frames gets
+        min(time_mask_count, time_masks_per_frame * n) masks.
+      freq_warp_max_bins: frequency warp (0: none).
+      time_warp_bound: "static" (shift <= min(time_warp_max_frames,
+        time_warp_max_ratio * length)) or "dynamic" (<= time_warp_max_ratio *
+        length).
+      time_warp_max_frames, time_warp_max_ratio: time warp (either 0: none,
+        for a static bound).
+      use_noise: fill time masks with noise instead of zeros; gaussian_noise:
+        N(0, 1) noise, else N(0, s) with s = 0.1 * U(1, 2) + 1e-4.
+      freq_noise_max_stddev: multiply each utterance's bins by N(1, s),
+        s ~ U(0, max); freq_noise_warmup_steps: s ramps up linearly over this
+        many training steps (the `step` call argument, e.g. the optimizer's
+        `iterations`, or else the layer's own count of training calls).
+      unstack, stack_height: features of stack_height stacked frames
+        ([B, T, stack_height * F]) are unstacked to [B, stack_height * T, F]
+        for the augmentation and restacked after.
+      domain_ids: the domains to augment; any parameter above may then be a
+        list with one value per domain (in this order). Utterances of other
+        domains pass unchanged.
+      use_input_dependent_random_seed: stateless random ops seeded from the
+        batch's own values: the same input gives the same augmentation.
+      seed: seed of the layer's `keras.random.SeedGenerator` (reproducible
+        runs); ignored with input-dependent seeds.
+
+    Call arguments:
+      features: float [B, T, F] or [B, T, F, C].
+      lengths: optional int [B] frames (else the Keras mask, else T).
+      domain_ids: optional int [B], each utterance's domain (needed when
+        `domain_ids` has several entries).
+      training: augment only when True.
+      step: optional int scalar training step for the noise warm-up.
+
+    Returns:
+      The augmented features, same shape and dtype.
+
+    Example:
+
+    ```python
+    augment = SpecAugment.from_preset("LD", seed=1)
+    x = augment(features, feature_lengths, training=True)
+    ```
+    """
+
+    def __init__(
+        self,
+        freq_mask_max_bins=15,
+        freq_mask_count=1,
+        use_dynamic_time_mask_max_frames=False,
+        time_mask_max_frames=50,
+        time_mask_count=1,
+        time_mask_max_ratio=1.0,
+        time_masks_per_frame=0.0,
+        freq_warp_max_bins=0,
+        time_warp_bound="static",
+        time_warp_max_frames=0,
+        time_warp_max_ratio=0.0,
+        use_noise=False,
+        gaussian_noise=False,
+        freq_noise_max_stddev=0.0,
+        freq_noise_warmup_steps=0,
+        unstack=False,
+        stack_height=3,
+        domain_ids=(0,),
+        use_input_dependent_random_seed=False,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        domain_ids = list(domain_ids)
+        if not domain_ids or any(
+            not isinstance(d, int) or isinstance(d, bool) for d in domain_ids
+        ):
+            raise ValueError(
+                f"domain_ids must be a non-empty list of ints, got {domain_ids}"
+            )
+        if len(set(domain_ids)) != len(domain_ids):
+            raise ValueError(f"domain_ids must not repeat, got {domain_ids}")
+        given = dict(
+            freq_mask_max_bins=freq_mask_max_bins,
+            freq_mask_count=freq_mask_count,
+            use_dynamic_time_mask_max_frames=use_dynamic_time_mask_max_frames,
+            time_mask_max_frames=time_mask_max_frames,
+            time_mask_count=time_mask_count,
+            time_mask_max_ratio=time_mask_max_ratio,
+            time_masks_per_frame=time_masks_per_frame,
+            freq_warp_max_bins=freq_warp_max_bins,
+            time_warp_bound=time_warp_bound,
+            time_warp_max_frames=time_warp_max_frames,
+            time_warp_max_ratio=time_warp_max_ratio,
+            freq_noise_max_stddev=freq_noise_max_stddev,
+        )
+        self._domain_params = [{} for _ in domain_ids]
+        for name, value in given.items():
+            if isinstance(value, (list, tuple)):
+                if len(value) != len(domain_ids):
+                    raise ValueError(
+                        f"{name} has {len(value)} values but domain_ids has "
+                        f"{len(domain_ids)} domains"
+                    )
+                values = list(value)
+            else:
+                values = [value] * len(domain_ids)
+            for i, v in enumerate(values):
+                _check_domain_value(name, v)
+                self._domain_params[i][name] = v
+            setattr(self, name, value if not isinstance(value, tuple) else list(value))
+        for name, value in (
+            ("freq_noise_warmup_steps", freq_noise_warmup_steps),
+            ("stack_height", stack_height),
+        ):
+            if not isinstance(value, int) or value < (
+                1 if name == "stack_height" else 0
+            ):
+                raise ValueError(f"{name} must be an int >= "
+                                 f"{1 if name == 'stack_height' else 0}, got {value!r}")  # fmt: skip
+        self.use_noise = bool(use_noise)
+        self.gaussian_noise = bool(gaussian_noise)
+        self.freq_noise_warmup_steps = freq_noise_warmup_steps
+        self.unstack = bool(unstack)
+        self.stack_height = stack_height
+        self.domain_ids = domain_ids
+        self.use_input_dependent_random_seed = bool(use_input_dependent_random_seed)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.step = None
+
+    @classmethod
+    def from_preset(cls, name, **overrides):
+        """A layer with one of the paper's policies: "LB", "LD", "SM", "SS"."""
+        if name not in PRESETS:
+            raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    def build(self, features_shape, *args, **kwargs):
+        rank = len(features_shape)
+        if rank not in (3, 4):
+            raise ValueError(
+                f"features must be [B, T, F] or [B, T, F, C], got shape {features_shape}"
+            )
+        if (
+            self.unstack
+            and features_shape[2] is not None
+            and (features_shape[2] % self.stack_height)
+        ):
+            raise ValueError(
+                f"unstack: the feature size {features_shape[2]} is not a multiple "
+                f"of stack_height={self.stack_height}"
+            )
+        if self.freq_noise_warmup_steps:
+            self.step = self.add_weight(
+                shape=(),
+                initializer="zeros",
+                dtype="int64",
+                trainable=False,
+                name="step",
+            )
+
+    def call(
+        self,
+        features,
+        lengths=None,
+        domain_ids=None,
+        training=None,
+        step=None,
+        mask=None,
+    ):
+        if not training:
+            return features
+        if lengths is None and mask is not None:
+            lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+        lengths = resolve_lengths(features, lengths)
+        x = tf.cast(features, tf.float32)
+        if x.shape.rank == 3:
+            x = x[..., tf.newaxis]
+        if self.use_input_dependent_random_seed:
+            draws = Draws(seed=input_seed(x, lengths))
+        else:
+            draws = Draws(self.seed_generator)
+        weight = self._noise_weight(step)
+        if len(self.domain_ids) == 1 and domain_ids is None:
+            out = self._augment(x, lengths, draws, self._domain_params[0], weight)
+        else:
+            if domain_ids is None:
+                raise ValueError(
+                    f"the layer augments domains {self.domain_ids}: pass domain_ids [B]"
+                )
+            domain_ids = tf.reshape(tf.cast(domain_ids, tf.int32), [-1])
+            out = x
+            for i, domain in enumerate(self.domain_ids):
+                augmented = self._augment(
+                    x, lengths, draws, self._domain_params[i], weight
+                )
+                chosen = tf.reshape(tf.equal(domain_ids, domain), [-1, 1, 1, 1])
+                out = tf.where(chosen, augmented, out)
+        if features.shape.rank == 3:
+            out = out[..., 0]
+        return tf.cast(out, features.dtype)
+
+    def _noise_weight(self, step):
+        if not self.freq_noise_warmup_steps:
+            return 1.0
+        if step is None:
+            self.step.assign_add(1)
+            step = self.step
+        step = tf.cast(step, tf.float32)
+        warmup = float(self.freq_noise_warmup_steps)
+        return tf.minimum(step, warmup) / warmup
+
+    def _augment(self, x, lengths, draws, params, weight):
+        if self.unstack:
+            shape = tf.shape(x)
+            h = self.stack_height
+            x = tf.reshape(x, [shape[0], shape[1] * h, shape[2] // h, shape[3]])
+            lengths = lengths * h
+        x = frequency_warp(x, lengths, draws, params["freq_warp_max_bins"])
+        x = time_warp(
+            x,
+            lengths,
+            draws,
+            params["time_warp_max_frames"],
+            params["time_warp_max_ratio"],
+            params["time_warp_bound"],
+        )
+        x = frequency_noise(x, lengths, draws, params["freq_noise_max_stddev"], weight)
+        x = time_mask(
+            x,
+            lengths,
+            draws,
+            params["time_mask_max_frames"],
+            params["time_mask_count"],
+            params["time_mask_max_ratio"],
+            params["use_dynamic_time_mask_max_frames"],
+            params["time_masks_per_frame"],
+            self.use_noise,
+            self.gaussian_noise,
+        )
+        x = frequency_mask(
+            x, lengths, draws, params["freq_mask_max_bins"], params["freq_mask_count"]
+        )
+        if self.unstack:
+            x = tf.reshape(x, shape)
+        return x
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, features_shape, *args, **kwargs):
+        return features_shape
+
+    def get_config(self):
+        config = super().get_config()
+        for name in PER_DOMAIN:
+            config[name] = getattr(self, name)
+        config.update(
+            use_noise=self.use_noise,
+            gaussian_noise=self.gaussian_noise,
+            freq_noise_warmup_steps=self.freq_noise_warmup_steps,
+            unstack=self.unstack,
+            stack_height=self.stack_height,
+            domain_ids=list(self.domain_ids),
+            use_input_dependent_random_seed=self.use_input_dependent_random_seed,
+            seed=self.seed,
+        )
+        return config
