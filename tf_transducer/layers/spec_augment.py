@@ -441,15 +441,12 @@ class SpecAugment(keras.layers.Layer):
                 _check_domain_value(name, v)
                 self._domain_params[i][name] = v
             setattr(self, name, value if not isinstance(value, tuple) else list(value))
-        for name, value in (
-            ("freq_noise_warmup_steps", freq_noise_warmup_steps),
-            ("stack_height", stack_height),
+        for name, value, least in (
+            ("freq_noise_warmup_steps", freq_noise_warmup_steps, 0),
+            ("stack_height", stack_height, 1),
         ):
-            if not isinstance(value, int) or value < (
-                1 if name == "stack_height" else 0
-            ):
-                raise ValueError(f"{name} must be an int >= "
-                                 f"{1 if name == 'stack_height' else 0}, got {value!r}")  # fmt: skip
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
         self.use_noise = bool(use_noise)
         self.gaussian_noise = bool(gaussian_noise)
         self.freq_noise_warmup_steps = freq_noise_warmup_steps
@@ -472,7 +469,8 @@ class SpecAugment(keras.layers.Layer):
         rank = len(features_shape)
         if rank not in (3, 4):
             raise ValueError(
-                f"features must be [B, T, F] or [B, T, F, C], got shape {features_shape}"
+                "features must be [B, T, F] or [B, T, F, C], got shape "
+                f"{features_shape}"
             )
         if (
             self.unstack
