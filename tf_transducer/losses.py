@@ -10,27 +10,12 @@ from tf_transducer.ops import rnnt
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
 
 
-class _TransducerLoss(keras.losses.Loss):
-    """Shared by the transducer losses: options, labels, reduction."""
+class _LabelSequenceLoss(keras.losses.Loss):
+    """Shared by the sequence losses: blank, padded labels, reduction."""
 
-    def __init__(
-        self,
-        blank,
-        rnnt_type,
-        delay_penalty,
-        pad_id,
-        reduction,
-        name,
-        dtype,
-    ):
+    def __init__(self, blank, pad_id, reduction, name, dtype):
         if not isinstance(blank, int) or blank < 0:
             raise ValueError(f"blank must be an int >= 0, got {blank!r}")
-        if rnnt_type not in rnnt.RNNT_TYPES:
-            raise ValueError(
-                f"rnnt_type must be one of {rnnt.RNNT_TYPES}, got {rnnt_type!r}"
-            )
-        if delay_penalty < 0:
-            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
         if not isinstance(pad_id, int) or (pad_id >= 0 and pad_id == blank):
             raise ValueError(f"pad_id must be an int other than blank, got {pad_id!r}")
         if reduction not in _REDUCTIONS:
@@ -39,8 +24,6 @@ class _TransducerLoss(keras.losses.Loss):
             )
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.blank = blank
-        self.rnnt_type = rnnt_type
-        self.delay_penalty = delay_penalty
         self.pad_id = pad_id
 
     def __call__(self, y_true, y_pred, sample_weight=None):
@@ -80,12 +63,111 @@ class _TransducerLoss(keras.losses.Loss):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            blank=self.blank,
-            rnnt_type=self.rnnt_type,
-            delay_penalty=self.delay_penalty,
-            pad_id=self.pad_id,
+        config.update(blank=self.blank, pad_id=self.pad_id)
+        return config
+
+
+class _TransducerLoss(_LabelSequenceLoss):
+    """Shared by the transducer losses: rnnt_type and delay_penalty too."""
+
+    def __init__(self, blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype):
+        super().__init__(blank, pad_id, reduction, name, dtype)
+        if rnnt_type not in rnnt.RNNT_TYPES:
+            raise ValueError(
+                f"rnnt_type must be one of {rnnt.RNNT_TYPES}, got {rnnt_type!r}"
+            )
+        if delay_penalty < 0:
+            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
+        self.rnnt_type = rnnt_type
+        self.delay_penalty = delay_penalty
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(rnnt_type=self.rnnt_type, delay_penalty=self.delay_penalty)
+        return config
+
+
+def ctc_feasible(labels, label_lengths, logit_lengths):
+    """bool [B]: whether some CTC alignment of the labels fits in the frames.
+
+    A label sequence of length U with R adjacent repeats needs U + R frames
+    (a blank between repeats).
+    """
+    labels = tf.cast(labels, tf.int32)
+    inside = tf.range(tf.shape(labels)[1] - 1)[tf.newaxis] < (
+        tf.cast(label_lengths, tf.int32)[:, tf.newaxis] - 1
+    )
+    repeats = tf.reduce_sum(
+        tf.cast(inside & tf.equal(labels[:, 1:], labels[:, :-1]), tf.int32), axis=1
+    )
+    return tf.cast(label_lengths, tf.int32) + repeats <= tf.cast(
+        logit_lengths, tf.int32
+    )
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class CtcLoss(_LabelSequenceLoss):
+    """The CTC loss of logits, as a Keras loss (`tf.nn.ctc_loss`, dense labels).
+
+    Padding does not change the loss: labels are read up to their padding
+    and frames up to each utterance's length.
+
+    Args:
+      blank: the blank index, in [0, C) (tf_transducer's convention: 0).
+      pad_id: the value that pads label sequences; not a class index.
+      zero_infinity: give 0 (and no gradient) for utterances no alignment
+        can produce (more labels plus repeats than frames) instead of inf.
+      reduction: as `RnntLoss`.
+
+    Call arguments:
+      y_true: int labels [B, S], padded with `pad_id`.
+      y_pred: float logits [B, T, C]; its Keras mask [B, T], if any, gives
+        each utterance's frames (else all T count).
+      sample_weight: optional [B] weights.
+    """
+
+    def __init__(
+        self,
+        blank=0,
+        pad_id=-1,
+        zero_infinity=False,
+        reduction="sum_over_batch_size",
+        name="ctc_loss",
+        dtype=None,
+    ):
+        super().__init__(blank, pad_id, reduction, name, dtype)
+        self.zero_infinity = bool(zero_infinity)
+
+    def _per_utterance(self, y_true, y_pred):
+        frame_mask = getattr(y_pred, "_keras_mask", None)
+        logits = tf.convert_to_tensor(y_pred)
+        if logits.shape.rank != 3:
+            raise ValueError(
+                f"y_pred must be logits [B, T, C], got shape {logits.shape}"
+            )
+        symbols, label_lengths = self._labels(y_true)
+        logit_lengths = self._frame_counts(
+            tf.shape(logits)[1], tf.shape(symbols)[0], frame_mask
         )
+        label_lengths = tf.cast(label_lengths, tf.int32)
+        logit_lengths = tf.cast(logit_lengths, tf.int32)
+        feasible = ctc_feasible(symbols, label_lengths, logit_lengths)
+        losses = tf.nn.ctc_loss(
+            labels=tf.cast(symbols, tf.int32),
+            logits=tf.cast(logits, tf.float32),
+            # Impossible utterances are scored on an empty label (always
+            # possible), so that their gradient is finite, then replaced.
+            label_length=tf.where(feasible, label_lengths, 0),
+            logit_length=logit_lengths,
+            logits_time_major=False,
+            blank_index=self.blank,
+        )
+        fill = 0.0 if self.zero_infinity else float("inf")
+        return tf.where(feasible, losses, fill)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(zero_infinity=self.zero_infinity)
         return config
 
 

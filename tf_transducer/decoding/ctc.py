@@ -1,0 +1,166 @@
+"""CTC decoding: greedy and prefix beam search, optionally with an n-gram LM.
+
+Inputs are logits or log-probabilities [B, T, C] (numpy or tensors) with
+frame lengths [B]; blank is class 0 unless given. Outputs are lists of label
+ids (no blanks, repeats merged).
+"""
+
+import math
+
+import numpy as np
+
+
+def _log_softmax(x):
+    x = np.asarray(x, np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _lengths(logits, lengths):
+    B, T = np.shape(logits)[:2]
+    if lengths is None:
+        return [T] * B
+    return [int(n) for n in np.asarray(lengths).reshape(-1)]
+
+
+def ctc_greedy_decode(logits, lengths=None, blank=0):
+    """Best path per utterance: argmax per frame, repeats merged, blanks removed.
+
+    Args:
+      logits: float [B, T, C].
+      lengths: optional int [B] frames.
+      blank: the blank class.
+
+    Returns:
+      B lists of label ids.
+    """
+    best = np.argmax(np.asarray(logits), axis=-1)  # [B, T]
+    out = []
+    for b, n in enumerate(_lengths(logits, lengths)):
+        labels, previous = [], None
+        for k in best[b, :n]:
+            k = int(k)
+            if k != previous and k != blank:
+                labels.append(k)
+            previous = k
+        out.append(labels)
+    return out
+
+
+def _log_add(a, b):
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    m = max(a, b)
+    return m + math.log1p(math.exp(-abs(a - b)))
+
+
+class _Beam:
+    """One search state: a prefix and whether its alignments end in a blank,
+    their total log-probability, and the prefix's language-model state."""
+
+    __slots__ = ("score", "lm_state", "lm_score", "words")
+
+    def __init__(self, lm_state=None, lm_score=0.0, words=0):
+        self.score = -math.inf
+        self.lm_state = lm_state
+        self.lm_score = lm_score
+        self.words = words
+
+    def child(self):
+        return _Beam(self.lm_state, self.lm_score, self.words)
+
+
+def ctc_beam_search(
+    logits,
+    lengths=None,
+    beam_width=16,
+    blank=0,
+    scorer=None,
+    alpha=0.75,
+    beta=1.85,
+    cutoff_top_n=40,
+):
+    """CTC prefix beam search, batched over utterances, with optional LM fusion.
+
+    The search states are (prefix, whether the alignment ends in a blank),
+    each with the summed probability of its alignments. Per frame every state
+    moves by a blank, by a repeat of its last label (merged into the same
+    prefix unless a blank came between) or by a new label among the
+    `cutoff_top_n` most likely; states that meet are summed, and the
+    `beam_width` best by
+
+        log P_ctc(state) + alpha * log P_lm(words) + beta * words
+
+    survive. At the end the two states of each prefix are summed. With
+    beam_width 1 only one alignment survives each frame: the search is then
+    exactly greedy decoding. With a scorer a word is scored when it is
+    completed (by its space, or at the end, with the sentence end).
+
+    Args:
+      logits: float [B, T, C] logits (log-softmax is applied).
+      lengths: optional int [B] frames.
+      beam_width: states kept.
+      blank: the blank class.
+      scorer: optional `WordScorer` (see tf_transducer.decoding.lm).
+      alpha, beta: LM weight and word insertion bonus (DeepSpeech's names).
+      cutoff_top_n: labels tried per frame.
+
+    Returns:
+      B lists of label ids, the best prefix of each utterance.
+    """
+    if not isinstance(beam_width, int) or beam_width < 1:
+        raise ValueError(f"beam_width must be an int >= 1, got {beam_width!r}")
+    log_probs = _log_softmax(logits)
+    return [
+        _search(log_probs[b, :n], beam_width, blank, scorer, alpha, beta, cutoff_top_n)
+        for b, n in enumerate(_lengths(logits, lengths))
+    ]
+
+
+def _search(log_probs, beam_width, blank, scorer, alpha, beta, cutoff_top_n):
+    def rank(beam):
+        if scorer is None:
+            return beam.score
+        return beam.score + alpha * beam.lm_score + beta * beam.words
+
+    start = _Beam(*(scorer.start() if scorer else (None, 0.0, 0)))
+    start.score = 0.0
+    beams = {((), True): start}
+    top_n = min(cutoff_top_n, log_probs.shape[-1])
+    for frame in log_probs:
+        labels = [int(k) for k in np.argpartition(-frame, top_n - 1)[:top_n]]
+        moves = {}
+
+        def move(key, score, parent, new_label=None):
+            beam = moves.get(key)
+            if beam is None:
+                beam = parent.child()
+                if new_label is not None and scorer is not None:
+                    scorer.extend(beam, key[0][:-1], new_label)
+                moves[key] = beam
+            beam.score = _log_add(beam.score, score)
+
+        for (prefix, after_blank), beam in beams.items():
+            move((prefix, True), beam.score + frame[blank], beam)
+            for k in labels:
+                if k == blank:
+                    continue
+                if prefix and k == prefix[-1] and not after_blank:
+                    move((prefix, False), beam.score + frame[k], beam)
+                else:
+                    move((prefix + (k,), False), beam.score + frame[k], beam, k)
+        kept = sorted(moves.items(), key=lambda item: rank(item[1]), reverse=True)
+        beams = dict(kept[:beam_width])
+    finals = {}
+    for (prefix, _), beam in beams.items():
+        if prefix in finals:
+            finals[prefix].score = _log_add(finals[prefix].score, beam.score)
+        else:
+            final = beam.child()
+            final.score = beam.score
+            if scorer is not None:
+                scorer.finish(final, prefix)
+            finals[prefix] = final
+    return list(max(finals.items(), key=lambda item: rank(item[1]))[0])

@@ -1,0 +1,152 @@
+"""Word n-gram language models for CTC beam search (shallow fusion).
+
+Two back ends with one interface (`begin_state()`, `score(state, word) ->
+(log10 probability, next state)`, `end_score(state)`):
+
+- `KenLMModel`: KenLM's `.arpa` or binary models through the `kenlm` package
+  (`pip install kenlm`, compiled on install; an optional extra);
+- `ArpaModel`: a plain-Python reader of ARPA files with Katz back-off, for
+  small models and for machines without kenlm.
+
+`WordScorer` plugs either into `ctc_beam_search`.
+"""
+
+import math
+import os
+
+LN10 = math.log(10.0)
+
+
+class KenLMModel:
+    """A KenLM model (.arpa or .binary) via the kenlm package."""
+
+    def __init__(self, path):
+        try:
+            import kenlm
+        except ImportError:
+            raise ImportError(
+                "KenLM language models need the kenlm package: pip install kenlm "
+                "(or use ArpaModel for an ARPA file)"
+            ) from None
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"language model {path!r} does not exist")
+        self._kenlm = kenlm
+        self.model = kenlm.Model(path)
+
+    def begin_state(self):
+        state = self._kenlm.State()
+        self.model.BeginSentenceWrite(state)
+        return state
+
+    def score(self, state, word):
+        out = self._kenlm.State()
+        return self.model.BaseScore(state, word, out), out
+
+    def end_score(self, state):
+        return self.score(state, "</s>")[0]
+
+
+class ArpaModel:
+    """An ARPA n-gram model in plain Python (back-off as in the ARPA format)."""
+
+    def __init__(self, path):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"language model {path!r} does not exist")
+        self.prob, self.backoff = {}, {}
+        order = 0
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith("\\data\\") or line.startswith("ngram "):
+                    continue
+                if line.startswith("\\") and line.endswith("-grams:"):
+                    order = int(line[1:].split("-")[0])
+                    continue
+                if line == "\\end\\":
+                    break
+                parts = line.split()
+                if order == 0 or len(parts) < order + 1:
+                    raise ValueError(
+                        f"{path}:{number}: not an ARPA n-gram line: {line!r}"
+                    )
+                words = tuple(parts[1 : order + 1])
+                self.prob[words] = float(parts[0])
+                if len(parts) > order + 1:
+                    self.backoff[words] = float(parts[order + 1])
+        if not self.prob:
+            raise ValueError(f"{path}: no n-grams found")
+        self.order = max(len(k) for k in self.prob)
+
+    def _log10(self, context, word):
+        for start in range(len(context) + 1):
+            history = context[start:]
+            if history + (word,) in self.prob:
+                penalty = sum(self.backoff.get(context[s:], 0.0) for s in range(start))
+                return penalty + self.prob[history + (word,)]
+        unknown = self.prob.get(("<unk>",), -100.0)
+        return (
+            sum(self.backoff.get(context[s:], 0.0) for s in range(len(context)))
+            + unknown
+        )
+
+    def begin_state(self):
+        return ("<s>",)
+
+    def score(self, state, word):
+        log10 = self._log10(state, word)
+        return log10, (state + (word,))[-(self.order - 1) :] if self.order > 1 else ()
+
+    def end_score(self, state):
+        return self._log10(state, "</s>")
+
+
+def load_language_model(path):
+    """KenLMModel if the kenlm package is installed (any KenLM file), else an
+    ArpaModel (ARPA text files only)."""
+    try:
+        import kenlm  # noqa: F401
+    except ImportError:
+        return ArpaModel(path)
+    return KenLMModel(path)
+
+
+class WordScorer:
+    """Scores the words of CTC prefixes with a language model (natural log).
+
+    Args:
+      model: a KenLMModel or ArpaModel.
+      alphabet: maps label ids to characters (`CharacterAlphabet`).
+      space: the character that ends a word.
+    """
+
+    def __init__(self, model, alphabet, space=" "):
+        self.model = model
+        self.alphabet = alphabet
+        self.space = space
+
+    def start(self):
+        return self.model.begin_state(), 0.0, 0
+
+    def _last_word(self, prefix):
+        text = self.alphabet.decode(prefix)
+        return text.rsplit(self.space, 1)[-1]
+
+    def extend(self, beam, prefix, label):
+        """Called when label is appended to prefix: scores a completed word."""
+        if self.alphabet.decode([label]) != self.space:
+            return
+        word = self._last_word(prefix)
+        if word:
+            self._add(beam, word)
+
+    def finish(self, beam, prefix):
+        """Scores the trailing word and the end of the sentence."""
+        word = self._last_word(prefix)
+        if word:
+            self._add(beam, word)
+        beam.lm_score += LN10 * self.model.end_score(beam.lm_state)
+
+    def _add(self, beam, word):
+        log10, beam.lm_state = self.model.score(beam.lm_state, word)
+        beam.lm_score += LN10 * log10
+        beam.words += 1

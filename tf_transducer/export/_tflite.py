@@ -1,0 +1,94 @@
+"""Shared TFLite plumbing: conversion with built-in ops only, atomic writes, running."""
+
+import contextlib
+import inspect
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+
+def convert(function, owner, quantize=False):
+    """TFLite flatbuffer bytes of a tf.function, TFLITE_BUILTINS only.
+
+    The function (with an input_signature) is saved with `owner` (what holds
+    its variables) as a SavedModel signature first, which freezes every
+    variable into the TFLite file; the signature's input and output names
+    are kept.
+
+    Args:
+      function: a `tf.function` with an input_signature, returning a dict.
+      owner: the Keras layer / model / tf.Module whose variables it reads.
+      quantize: dynamic-range quantisation (int8 weights, float activations).
+    """
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    del owner  # the concrete function captures the variables it reads
+    concrete = function.get_concrete_function()
+    frozen = convert_variables_to_constants_v2(concrete)
+    names = sorted(concrete.structured_outputs)
+
+    # The frozen function takes and returns tensors flat; name them again.
+    arg_names = list(inspect.signature(function.python_function).parameters)
+    specs = [
+        tf.TensorSpec(spec.shape, spec.dtype, name=name)
+        for spec, name in zip(function.input_signature, arg_names, strict=True)
+    ]
+
+    @tf.function(input_signature=specs)
+    def named(*args):
+        return dict(zip(names, tf.nest.flatten(frozen(*args)), strict=True))
+
+    with tempfile.TemporaryDirectory() as saved:
+        signatures = {"serving_default": named.get_concrete_function()}
+        tf.saved_model.save(tf.Module(), saved, signatures=signatures)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantize:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        return converter.convert()
+
+
+@contextlib.contextmanager
+def staging_dir(final_dir):
+    """A temporary folder next to final_dir, moved into place on success.
+
+    Nothing is half-written: on an error the temporary folder is removed and
+    final_dir is untouched; on success an existing final_dir is replaced.
+    """
+    parent = os.path.dirname(os.path.abspath(final_dir)) or "."
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if os.path.isdir(final_dir):
+        old = staging + ".old"
+        os.replace(final_dir, old)
+        os.replace(staging, final_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, final_dir)
+
+
+class Program:
+    """A TFLite model's serving signature, run with the LiteRT interpreter.
+
+    Called with keyword arguments named as the exported function's inputs;
+    returns a dict of its named outputs.
+    """
+
+    def __init__(self, path, num_threads=1):
+        from ai_edge_litert.interpreter import Interpreter
+
+        self.interpreter = Interpreter(model_path=path, num_threads=num_threads)
+        self.runner = self.interpreter.get_signature_runner()
+
+    def __call__(self, **inputs):
+        return self.runner(**{k: np.asarray(v, np.float32) for k, v in inputs.items()})

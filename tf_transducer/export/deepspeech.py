@@ -1,0 +1,208 @@
+"""DeepSpeech to TFLite for streaming, and a LiteRT runner that transcribes WAVs.
+
+An export folder holds:
+
+- `features.tflite`: audio [1, N] -> MFCCs [1, T, n_input] (the model's own
+  Mfcc layer; any N);
+- `acoustic.tflite` and `acoustic.quant.tflite` (dynamic-range quantised):
+  one streaming step, (windows [1, n_steps, (2 n_context + 1) n_input],
+  previous_state_h [1, n_hidden], previous_state_c [1, n_hidden]) ->
+  (logits [1, n_steps, num_classes], new_state_h, new_state_c);
+- `alphabet.txt` and `export.json` (rates, sizes, n_steps).
+
+All programs use TFLite built-in ops only. `DeepSpeechStream` feeds audio
+in chunks: it computes the MFCC frames as their samples arrive, builds each
+frame's context window once its right context has arrived, and runs the
+acoustic step every n_steps windows with the LSTM state carried over. The
+logits equal the offline model's.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tf_transducer.export._tflite import Program, convert, staging_dir
+
+FILES = ("features.tflite", "acoustic.tflite", "acoustic.quant.tflite")
+
+
+def export_deepspeech(model, export_dir, alphabet, n_steps=16):
+    """Writes the streaming TFLite programs of a DeepSpeech model to export_dir.
+
+    Args:
+      model: a built `tf_transducer.models.DeepSpeech`.
+      export_dir: the folder to create or replace (written to a temporary
+        folder first and moved into place).
+      alphabet: its `CharacterAlphabet`.
+      n_steps: frames per acoustic step.
+
+    Returns:
+      {file name: size in bytes}.
+    """
+    if not isinstance(n_steps, int) or n_steps < 1:
+        raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
+    mfcc = model.mfcc
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32)])
+    def features(audio):
+        values, _ = mfcc(audio)
+        return {"mfcc": values}
+
+    spec = [
+        tf.TensorSpec([1, n_steps, model.window_size], tf.float32),
+        tf.TensorSpec([1, model.n_hidden], tf.float32),
+        tf.TensorSpec([1, model.n_hidden], tf.float32),
+    ]
+
+    @tf.function(input_signature=spec)
+    def acoustic(windows, previous_state_h, previous_state_c):
+        logits, h, c = model.step(windows, previous_state_h, previous_state_c)
+        return {"logits": logits, "new_state_h": h, "new_state_c": c}
+
+    programs = {
+        "features.tflite": convert(features, mfcc),
+        "acoustic.tflite": convert(acoustic, model),
+        "acoustic.quant.tflite": convert(acoustic, model, quantize=True),
+    }
+    meta = {
+        "sample_rate": model.sample_rate,
+        "frame_length": mfcc.frame_length,
+        "frame_step": mfcc.frame_step,
+        "n_input": model.n_input,
+        "n_context": model.n_context,
+        "n_hidden": model.n_hidden,
+        "num_classes": model.num_classes,
+        "n_steps": n_steps,
+    }
+    with staging_dir(export_dir) as staging:
+        for name, data in programs.items():
+            with open(os.path.join(staging, name), "wb") as f:
+                f.write(data)
+        alphabet.save(os.path.join(staging, "alphabet.txt"))
+        with open(os.path.join(staging, "export.json"), "w") as f:
+            json.dump(meta, f, indent=2)
+    return {name: len(data) for name, data in programs.items()}
+
+
+class DeepSpeechStream:
+    """Streaming recognition with an exported DeepSpeech (LiteRT interpreter).
+
+    Args:
+      export_dir: a folder written by `export_deepspeech`.
+      quantized: use acoustic.quant.tflite.
+      num_threads: interpreter threads.
+
+    Use `feed(audio)` with float32 chunks (any sizes) in [-1, 1] at the
+    export's sample rate, then `finish()`; `logits` holds [T, C] so far.
+    """
+
+    def __init__(self, export_dir, quantized=False, num_threads=1):
+        meta_path = os.path.join(export_dir, "export.json")
+        if not os.path.isfile(meta_path):
+            raise FileNotFoundError(
+                f"{export_dir!r} is not a DeepSpeech export (no export.json)"
+            )
+        with open(meta_path) as f:
+            self.meta = json.load(f)
+        from tf_transducer.data import CharacterAlphabet
+
+        self.alphabet = CharacterAlphabet.from_file(
+            os.path.join(export_dir, "alphabet.txt")
+        )
+        name = "acoustic.quant.tflite" if quantized else "acoustic.tflite"
+        self._features = Program(
+            os.path.join(export_dir, "features.tflite"), num_threads
+        )
+        self._acoustic = Program(os.path.join(export_dir, name), num_threads)
+        self.reset()
+
+    @property
+    def sample_rate(self):
+        return self.meta["sample_rate"]
+
+    def reset(self):
+        m = self.meta
+        self._audio = np.zeros([0], np.float32)  # samples from frame _done on
+        self._done = 0  # MFCC frames computed
+        self._frames = [np.zeros(m["n_input"], np.float32)] * m["n_context"]
+        self._next = 0  # next frame whose window is due
+        self._pending = []  # windows not yet run
+        self._state = [np.zeros([1, m["n_hidden"]], np.float32)] * 2
+        self._logits = []
+
+    @property
+    def logits(self):
+        if not self._logits:
+            return np.zeros([0, self.meta["num_classes"]], np.float32)
+        return np.concatenate(self._logits)
+
+    def feed(self, audio):
+        """Adds audio samples; runs whatever they complete."""
+        m = self.meta
+        self._audio = np.concatenate([self._audio, np.asarray(audio, np.float32)])
+        if len(self._audio) >= m["frame_length"]:
+            new = (len(self._audio) - m["frame_length"]) // m["frame_step"] + 1
+            used = (new - 1) * m["frame_step"] + m["frame_length"]
+            mfcc = self._features(audio=self._audio[np.newaxis, :used])["mfcc"]
+            self._frames.extend(mfcc[0])
+            self._done += new
+            self._audio = self._audio[new * m["frame_step"] :]
+        self._windows(final=False)
+
+    def finish(self):
+        """Ends the utterance: the last frames get zero right context."""
+        self._frames.extend(
+            [np.zeros(self.meta["n_input"], np.float32)] * self.meta["n_context"]
+        )
+        self._windows(final=True)
+        return self.logits
+
+    def _windows(self, final):
+        m = self.meta
+        c, width = m["n_context"], 2 * m["n_context"] + 1
+        # self._frames[i] is frame i - c (c zero frames lead).
+        while self._next < self._done and (final or self._next + c < self._done):
+            window = self._frames[self._next : self._next + width]
+            self._pending.append(np.concatenate(window))
+            self._next += 1
+        while len(self._pending) >= m["n_steps"] or (final and self._pending):
+            chunk = self._pending[: m["n_steps"]]
+            self._pending = self._pending[m["n_steps"] :]
+            self._run(chunk)
+
+    def _run(self, windows):
+        m = self.meta
+        valid = len(windows)
+        padded = windows + [np.zeros_like(windows[0])] * (m["n_steps"] - valid)
+        out = self._acoustic(
+            windows=np.stack(padded)[np.newaxis],
+            previous_state_h=self._state[0],
+            previous_state_c=self._state[1],
+        )
+        self._state = [out["new_state_h"], out["new_state_c"]]
+        self._logits.append(out["logits"][0, :valid])
+
+    def transcribe(self, audio, chunk_samples=3200, beam_width=1, scorer=None,
+                   alpha=0.75, beta=1.85):  # fmt: skip
+        """(transcript, logits [T, C]) of a whole signal fed in chunks."""
+        from tf_transducer.decoding import ctc_beam_search, ctc_greedy_decode
+
+        self.reset()
+        audio = np.asarray(audio, np.float32)
+        for start in range(0, len(audio), chunk_samples):
+            self.feed(audio[start : start + chunk_samples])
+        logits = self.finish()
+        if beam_width == 1 and scorer is None:
+            (labels,) = ctc_greedy_decode(logits[np.newaxis])
+        else:
+            (labels,) = ctc_beam_search(
+                logits[np.newaxis],
+                None,
+                beam_width,
+                scorer=scorer,
+                alpha=alpha,
+                beta=beta,
+            )
+        return self.alphabet.decode(labels), logits
