@@ -5,6 +5,7 @@ frame lengths [B]; blank is class 0 unless given. Outputs are lists of label
 ids (no blanks, repeats merged).
 """
 
+import functools
 import math
 
 import numpy as np
@@ -119,6 +120,17 @@ def ctc_beam_search(
     ]
 
 
+def _move(moves, scorer, key, score, parent, new_label=None):
+    """Adds an alignment of log-probability score to the state key."""
+    beam = moves.get(key)
+    if beam is None:
+        beam = parent.child()
+        if new_label is not None and scorer is not None:
+            scorer.extend(beam, key[0][:-1], new_label)
+        moves[key] = beam
+    beam.score = _log_add(beam.score, score)
+
+
 def _search(log_probs, beam_width, blank, scorer, alpha, beta, cutoff_top_n):
     def rank(beam):
         if scorer is None:
@@ -132,16 +144,7 @@ def _search(log_probs, beam_width, blank, scorer, alpha, beta, cutoff_top_n):
     for frame in log_probs:
         labels = [int(k) for k in np.argpartition(-frame, top_n - 1)[:top_n]]
         moves = {}
-
-        def move(key, score, parent, new_label=None):
-            beam = moves.get(key)
-            if beam is None:
-                beam = parent.child()
-                if new_label is not None and scorer is not None:
-                    scorer.extend(beam, key[0][:-1], new_label)
-                moves[key] = beam
-            beam.score = _log_add(beam.score, score)
-
+        move = functools.partial(_move, moves, scorer)
         for (prefix, after_blank), beam in beams.items():
             move((prefix, True), beam.score + frame[blank], beam)
             for k in labels:
