@@ -38,6 +38,7 @@ bench: build
 	$(PY) benchmarks/rss_rnnt_loss.py
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_spec_augment.py
+	$(PY) benchmarks/bench_deepspeech.py
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -3,7 +3,7 @@
 The public API; everything else is internal.
 """
 
-from tf_transducer import data, layers, losses
+from tf_transducer import data, decoding, export, layers, losses, models
 from tf_transducer.data import CharacterAlphabet, SpeechDataset, SubwordEncoder
 from tf_transducer.layers import (
     FeatureNormalization,
@@ -12,7 +12,7 @@ from tf_transducer.layers import (
     Mfcc,
     SpecAugment,
 )
-from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+from tf_transducer.losses import CtcLoss, PrunedRnntLoss, RnntLoss
 from tf_transducer.ops import (
     OpLibraryError,
     do_rnnt_pruning,
@@ -33,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CharacterAlphabet",
+    "CtcLoss",
     "FeatureNormalization",
     "FrameStacking",
     "LogMelSpectrogram",
@@ -44,7 +45,9 @@ __all__ = [
     "SpeechDataset",
     "SubwordEncoder",
     "data",
+    "decoding",
     "do_rnnt_pruning",
+    "export",
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",
     "get_rnnt_logprobs_pruned",
@@ -52,6 +55,7 @@ __all__ = [
     "get_rnnt_prune_ranges",
     "layers",
     "losses",
+    "models",
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
     "rnnt_loss",

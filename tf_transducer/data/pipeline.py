@@ -121,6 +121,21 @@ class SpeechDataset:
         """Seconds of audio of each kept utterance."""
         return list(self._durations)
 
+    @property
+    def paths(self):
+        """Audio file of each kept utterance."""
+        return list(self._paths)
+
+    @property
+    def labels(self):
+        """Label ids of each kept utterance."""
+        return [list(labels) for labels in self._labels]
+
+    @property
+    def transcripts(self):
+        """Transcript of each kept utterance."""
+        return list(self._transcripts)
+
     # -- the pipeline ---------------------------------------------------------
 
     def _read_numpy(self, index):

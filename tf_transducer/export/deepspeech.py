@@ -146,9 +146,14 @@ class DeepSpeechStream:
             new = (len(self._audio) - m["frame_length"]) // m["frame_step"] + 1
             used = (new - 1) * m["frame_step"] + m["frame_length"]
             mfcc = self._features(audio=self._audio[np.newaxis, :used])["mfcc"]
-            self._frames.extend(mfcc[0])
-            self._done += new
             self._audio = self._audio[new * m["frame_step"] :]
+            self.feed_features(mfcc[0])
+
+    def feed_features(self, frames):
+        """Adds MFCC frames [n, n_input] (instead of audio); runs what they complete."""
+        frames = np.asarray(frames, np.float32)
+        self._frames.extend(frames)
+        self._done += len(frames)
         self._windows(final=False)
 
     def finish(self):

@@ -1,0 +1,110 @@
+"""The DeepSpeech command line end to end on the bundled digits, and its errors."""
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tf_transducer.data.corpora import manifest
+
+DIGITS = dict(
+    audio_sample_rate=8000,
+    n_hidden=32,
+    train_batch_size=8,
+    dev_batch_size=27,
+    test_batch_size=27,
+)
+
+
+def run(**flags):
+    argv = [sys.executable, "-m", "tf_transducer.cli.deepspeech"]
+    argv += [f"--{k}={v}" for k, v in flags.items()]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_train_test_export_transcribe(tmp_path):
+    run_dir, export_dir = tmp_path / "run", tmp_path / "export"
+    result = run(
+        train_files=manifest("digits_train"),
+        dev_files=manifest("digits_dev"),
+        test_files=manifest("digits_test"),
+        epochs=2,
+        train_steps_per_epoch=3,
+        checkpoint_dir=run_dir,
+        export_dir=export_dir,
+        augment="LD",
+        **DIGITS,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "54 utterances, WER" in result.stdout
+    assert "exported" in result.stdout and "acoustic.quant.tflite" in result.stdout
+    for name in ("best.weights.h5", "model.json", "history.csv"):
+        assert (run_dir / name).is_file()
+    assert any((run_dir / "summaries").rglob("*tfevents*"))
+    test_dir = os.path.join(os.path.dirname(manifest("digits_test")), "test")
+    audio, rate = sf.read(os.path.join(test_dir, sorted(os.listdir(test_dir))[0]))
+    wav = tmp_path / "digits.wav"
+    sf.write(wav, audio, rate, subtype="PCM_16")
+    for source in (dict(checkpoint_dir=run_dir), dict(export_dir=export_dir)):
+        result = run(one_shot_infer=wav, audio_sample_rate=8000, **source)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert set(result.stdout.strip()) <= set(" abcdefghijklmnopqrstuvwxyz'")
+
+
+def wav_at(path, rate, seconds=1.0):
+    sf.write(path, np.zeros(int(rate * seconds)), rate, subtype="PCM_16")
+    return path
+
+
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("missing_manifest", "--train_files: manifest '.*nope.csv' does not exist"),
+        ("empty_manifest", "--train_files: manifest '.*empty.csv' is empty"),
+        ("no_checkpoint", "holds no checkpoint"),
+        ("alphabet", "character '.' at position .* is not in the alphabet"),
+        ("wrong_rate", "is sampled at 16000 Hz; the model expects 8000 Hz"),
+        ("too_long", "labels need .* CTC frames but the audio gives"),
+    ],
+)
+def test_bad_input_is_named_and_exits_1(tmp_path, case, message):
+    empty_dir = tmp_path / "empty_run"
+    empty_dir.mkdir()
+    if case == "missing_manifest":
+        flags = dict(train_files=tmp_path / "nope.csv", checkpoint_dir=tmp_path / "r")
+    elif case == "empty_manifest":
+        (tmp_path / "empty.csv").write_text("wav_filename,wav_filesize,transcript\n")
+        flags = dict(train_files=tmp_path / "empty.csv", checkpoint_dir=tmp_path / "r")
+    elif case == "no_checkpoint":
+        flags = dict(test_files=manifest("digits_test"), checkpoint_dir=empty_dir)
+    elif case == "alphabet":
+        (tmp_path / "alphabet.txt").write_text(" \nn\ni\nt\nw\no\n")
+        flags = dict(
+            train_files=manifest("digits_dev"),
+            alphabet_config_path=tmp_path / "alphabet.txt",
+            checkpoint_dir=tmp_path / "r",
+            audio_sample_rate=8000,
+        )
+    elif case == "wrong_rate":
+        flags = dict(
+            train_files=manifest("digits_dev"),
+            epochs=1,
+            train_steps_per_epoch=1,
+            checkpoint_dir=tmp_path / "r",
+            one_shot_infer=wav_at(tmp_path / "a.wav", 16000),
+            **DIGITS,
+        )
+    else:
+        wav_at(tmp_path / "short.wav", 16000, 0.3)  # 14 MFCC frames
+        (tmp_path / "m.csv").write_text(
+            "wav_filename,wav_filesize,transcript\nshort.wav,0,a rather long sentence\n"
+        )
+        flags = dict(train_files=tmp_path / "m.csv", checkpoint_dir=tmp_path / "r")
+    result = run(**flags)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert re.search("error: .*" + message, result.stderr), result.stderr[-2000:]

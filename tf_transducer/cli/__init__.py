@@ -1,0 +1,1 @@
+"""Command lines (absl apps): `python -m tf_transducer.cli.deepspeech --helpfull`."""

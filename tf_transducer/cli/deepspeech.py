@@ -1,0 +1,425 @@
+"""DeepSpeech on Keras 3: train, test, export and transcribe, with DeepSpeech's flags.
+
+What runs depends on the flags given, in this order (as in DeepSpeech):
+
+  --train_files            train (and validate on --dev_files), keeping the
+                           best weights in --checkpoint_dir; an interrupted
+                           run resumes where it stopped when started again;
+  --test_files             WER / CER of the best checkpoint, with examples;
+  --export_dir             streaming TFLite programs (float and quantised);
+  --one_shot_infer WAV     the transcript of one file: with the checkpoint
+                           model, or with the TFLite export in --export_dir
+                           when no --checkpoint_dir is given.
+
+Examples (the bundled spoken digits):
+
+  D=tf_transducer/data/corpora/digits
+  python -m tf_transducer.cli.deepspeech --train_files $D/train.csv \\
+      --dev_files $D/dev.csv --test_files $D/test.csv --audio_sample_rate 8000 \\
+      --n_hidden 256 --epochs 30 --checkpoint_dir runs/ds
+  python -m tf_transducer.cli.deepspeech --checkpoint_dir runs/ds \\
+      --export_dir runs/ds/tflite
+  python -m tf_transducer.cli.deepspeech --export_dir runs/ds/tflite \\
+      --audio_sample_rate 8000 --one_shot_infer a.wav
+
+Bad input (missing or empty manifests, a checkpoint folder without a
+checkpoint, transcripts the alphabet does not cover, a WAV at another sample
+rate, labels too long for CTC) ends with a message naming the file or flag
+and exit code 1; exports are written to a temporary folder and moved into
+place.
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+# Data.
+flags.DEFINE_string(
+    "train_files", "", "Comma-separated training manifests (.csv / .jsonl)."
+)
+flags.DEFINE_string("dev_files", "", "Comma-separated validation manifests.")
+flags.DEFINE_string("test_files", "", "Comma-separated test manifests.")
+flags.DEFINE_integer("train_batch_size", 16, "Training batch size.", lower_bound=1)
+flags.DEFINE_integer("dev_batch_size", 16, "Validation batch size.", lower_bound=1)
+flags.DEFINE_integer("test_batch_size", 16, "Test batch size.", lower_bound=1)
+flags.DEFINE_string(
+    "alphabet_config_path",
+    "",
+    "Alphabet file (default: space, a-z and the apostrophe).",
+)
+flags.DEFINE_integer("audio_sample_rate", 16000, "Sample rate of the model's audio.")
+flags.DEFINE_float("feature_win_len", 32.0, "MFCC window, ms.")
+flags.DEFINE_float("feature_win_step", 20.0, "MFCC step, ms.")
+flags.DEFINE_bool(
+    "skip_bad", False, "Drop (and count) unusable items instead of failing."
+)
+# Model.
+flags.DEFINE_integer("n_hidden", 2048, "Width of the hidden layers and the LSTM.")
+flags.DEFINE_integer("n_context", 9, "Context frames on each side.")
+flags.DEFINE_float("relu_clip", 20.0, "Ceiling of the clipped ReLUs.")
+flags.DEFINE_float("dropout_rate", 0.05, "Dropout of layer 1 (and of others at -1).")
+for _i in range(2, 7):
+    flags.DEFINE_float(f"dropout_rate{_i}", -1.0, f"Dropout {_i} (-1: --dropout_rate).")
+flags.DEFINE_enum(
+    "augment", "none", ["none", "LB", "LD", "SM", "SS"], "SpecAugment policy."
+)
+# Training.
+flags.DEFINE_integer("epochs", 75, "Training epochs.", lower_bound=1)
+flags.DEFINE_integer(
+    "train_steps_per_epoch", 0, "Batches per epoch (0: the whole set)."
+)
+flags.DEFINE_float("learning_rate", 0.001, "Adam's learning rate.")
+flags.DEFINE_float("beta1", 0.9, "Adam's beta 1.")
+flags.DEFINE_float("beta2", 0.999, "Adam's beta 2.")
+flags.DEFINE_float("epsilon", 1e-8, "Adam's epsilon.")
+flags.DEFINE_integer("random_seed", 4568, "Seed of weights, shuffling and dropout.")
+flags.DEFINE_bool("early_stop", True, "Stop when the validation loss stops improving.")
+flags.DEFINE_integer("es_epochs", 25, "Early-stopping patience, epochs.")
+flags.DEFINE_float("es_min_delta", 0.05, "Smallest validation-loss improvement.")
+flags.DEFINE_string("checkpoint_dir", "", "Weights, config, backups and history.")
+flags.DEFINE_string(
+    "summary_dir", "", "TensorBoard logs (default: checkpoint_dir/summaries)."
+)
+# Export and inference.
+flags.DEFINE_string("export_dir", "", "Where to write the streaming TFLite programs.")
+flags.DEFINE_bool("export_tflite", True, "Export TFLite programs (the only format).")
+flags.DEFINE_integer("n_steps", 16, "Frames per streaming step of the export.")
+flags.DEFINE_bool("export_quantized", False, "Transcribe with the quantised export.")
+flags.DEFINE_string("one_shot_infer", "", "A WAV file to transcribe.")
+flags.DEFINE_string(
+    "lm_binary_path", "", "KenLM model (or ARPA file) for the beam search."
+)
+flags.DEFINE_float("lm_alpha", 0.75, "Language model weight.")
+flags.DEFINE_float("lm_beta", 1.85, "Word insertion bonus.")
+flags.DEFINE_integer(
+    "beam_width", 1, "Beam width of the decoder (1: greedy).", lower_bound=1
+)
+flags.DEFINE_integer("report_count", 5, "Example transcripts in the test report.")
+
+WEIGHTS = "best.weights.h5"
+CONFIG = "model.json"
+
+
+class CliError(Exception):
+    """A problem with the user's input: printed, exit code 1."""
+
+
+def _manifests(flag):
+    value = getattr(FLAGS, flag)
+    paths = [p for p in value.split(",") if p]
+    for path in paths:
+        if not os.path.isfile(path):
+            raise CliError(f"--{flag}: manifest {path!r} does not exist")
+    return paths
+
+
+def _alphabet():
+    from tf_transducer.data import CharacterAlphabet
+
+    if FLAGS.alphabet_config_path:
+        if not os.path.isfile(FLAGS.alphabet_config_path):
+            raise CliError(
+                f"--alphabet_config_path: {FLAGS.alphabet_config_path!r} does not exist"
+            )
+        return CharacterAlphabet.from_file(FLAGS.alphabet_config_path)
+    return CharacterAlphabet.english()
+
+
+def _mfcc():
+    from tf_transducer.layers import Mfcc
+
+    return Mfcc(FLAGS.audio_sample_rate, FLAGS.feature_win_len, FLAGS.feature_win_step)
+
+
+def _speech_data(flag, alphabet, mfcc):
+    """One SpeechDataset over the manifests of a flag, checked for CTC."""
+    from tf_transducer.data import SpeechDataset, read_manifest
+
+    utterances = []
+    for path in _manifests(flag):
+        items = read_manifest(path)
+        if not items:
+            raise CliError(f"--{flag}: manifest {path!r} is empty")
+        utterances += items
+    if not utterances:
+        return None
+    try:
+        data = SpeechDataset(
+            utterances, alphabet, FLAGS.audio_sample_rate, mfcc, skip_bad=FLAGS.skip_bad
+        )
+    except ValueError as error:
+        raise CliError(f"--{flag}: {error}") from None
+    for path, labels, seconds in zip(
+        data.paths, data.labels, data.durations, strict=True
+    ):
+        samples = int(round(seconds * FLAGS.audio_sample_rate))
+        frames = max(0, (samples - mfcc.frame_length) // mfcc.frame_step + 1)
+        needed = len(labels) + sum(
+            a == b for a, b in zip(labels, labels[1:], strict=False)
+        )
+        if needed > frames:
+            raise CliError(
+                f"--{flag}: {path}: {len(labels)} labels need {needed} CTC frames "
+                f"but the audio gives {frames}"
+            )
+    return data
+
+
+def _keras_batches(dataset):
+    return dataset.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
+
+
+def _model_config(alphabet):
+    return dict(
+        num_classes=alphabet.vocab_size,
+        n_hidden=FLAGS.n_hidden,
+        n_context=FLAGS.n_context,
+        relu_clip=FLAGS.relu_clip,
+        dropout_rate=FLAGS.dropout_rate,
+        dropout_rate2=FLAGS.dropout_rate2,
+        dropout_rate3=FLAGS.dropout_rate3,
+        dropout_rate4=FLAGS.dropout_rate4,
+        dropout_rate5=FLAGS.dropout_rate5,
+        dropout_rate6=FLAGS.dropout_rate6,
+        sample_rate=FLAGS.audio_sample_rate,
+        feature_win_len=FLAGS.feature_win_len,
+        feature_win_step=FLAGS.feature_win_step,
+        augment=None if FLAGS.augment == "none" else FLAGS.augment,
+    )
+
+
+def _require_checkpoint_dir(why):
+    if not FLAGS.checkpoint_dir:
+        raise CliError(f"--checkpoint_dir is needed to {why}")
+
+
+def train(extra_callbacks=()):
+    """Trains as the flags say; returns the Keras History of this run."""
+    import keras
+    import tensorflow as tf
+
+    from tf_transducer.losses import CtcLoss
+    from tf_transducer.models import DeepSpeech
+
+    _require_checkpoint_dir("train")
+    keras.utils.set_random_seed(FLAGS.random_seed)
+    alphabet, mfcc = _alphabet(), _mfcc()
+    train_data = _speech_data("train_files", alphabet, mfcc)
+    dev_data = _speech_data("dev_files", alphabet, mfcc)
+    os.makedirs(FLAGS.checkpoint_dir, exist_ok=True)
+    config = _model_config(alphabet)
+    with open(os.path.join(FLAGS.checkpoint_dir, CONFIG), "w") as f:
+        json.dump({"model": config, "alphabet": alphabet.get_config()}, f, indent=2)
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = DeepSpeech(**config)
+        model.build()
+        model.compile(
+            optimizer=keras.optimizers.Adam(
+                FLAGS.learning_rate, FLAGS.beta1, FLAGS.beta2, FLAGS.epsilon
+            ),
+            loss=CtcLoss(),
+            jit_compile=False,
+        )
+    train_ds = _keras_batches(
+        train_data.dataset(
+            FLAGS.train_batch_size, seed=FLAGS.random_seed, bucket_boundaries="auto"
+        )  # fmt: skip
+    )
+    dev_ds = None
+    if dev_data is not None:
+        dev_ds = _keras_batches(dev_data.dataset(FLAGS.dev_batch_size, shuffle=False))
+    monitor = "val_loss" if dev_ds is not None else "loss"
+    summaries = FLAGS.summary_dir or os.path.join(FLAGS.checkpoint_dir, "summaries")
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(FLAGS.checkpoint_dir, "backup")),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(FLAGS.checkpoint_dir, WEIGHTS),
+            monitor=monitor,
+            save_best_only=True,
+            save_weights_only=True,
+        ),
+        keras.callbacks.CSVLogger(
+            os.path.join(FLAGS.checkpoint_dir, "history.csv"), append=True
+        ),
+        keras.callbacks.TensorBoard(summaries),
+        *extra_callbacks,
+    ]
+    if FLAGS.early_stop:
+        callbacks.append(
+            keras.callbacks.EarlyStopping(
+                monitor, min_delta=FLAGS.es_min_delta, patience=FLAGS.es_epochs
+            )
+        )
+    steps = FLAGS.train_steps_per_epoch or None
+    if steps:
+        train_ds = train_ds.repeat()
+    return model.fit(
+        train_ds,
+        validation_data=dev_ds,
+        epochs=FLAGS.epochs,
+        steps_per_epoch=steps,
+        callbacks=callbacks,
+        verbose=1 if sys.stdout.isatty() else 2,
+    )
+
+
+def load_checkpoint():
+    """(model with the best weights, alphabet) from --checkpoint_dir."""
+    from tf_transducer.data import CharacterAlphabet
+    from tf_transducer.models import DeepSpeech
+
+    _require_checkpoint_dir("load a model")
+    weights = os.path.join(FLAGS.checkpoint_dir, WEIGHTS)
+    config_path = os.path.join(FLAGS.checkpoint_dir, CONFIG)
+    if not (os.path.isfile(weights) and os.path.isfile(config_path)):
+        raise CliError(
+            f"--checkpoint_dir {FLAGS.checkpoint_dir!r} holds no checkpoint "
+            f"({WEIGHTS} and {CONFIG}); train with --train_files first"
+        )
+    with open(config_path) as f:
+        saved = json.load(f)
+    model = DeepSpeech(**saved["model"])
+    model.build()
+    model.load_weights(weights)
+    return model, CharacterAlphabet.from_config(saved["alphabet"])
+
+
+def _scorer(alphabet):
+    if not FLAGS.lm_binary_path:
+        return None
+    from tf_transducer.decoding import WordScorer, load_language_model
+
+    if not os.path.isfile(FLAGS.lm_binary_path):
+        raise CliError(f"--lm_binary_path: {FLAGS.lm_binary_path!r} does not exist")
+    return WordScorer(load_language_model(FLAGS.lm_binary_path), alphabet)
+
+
+def _decode(logits, lengths, scorer):
+    from tf_transducer.decoding import ctc_beam_search, ctc_greedy_decode
+
+    if FLAGS.beam_width == 1 and scorer is None:
+        return ctc_greedy_decode(logits, lengths)
+    return ctc_beam_search(
+        logits, lengths, FLAGS.beam_width, scorer=scorer, alpha=FLAGS.lm_alpha,
+        beta=FLAGS.lm_beta,
+    )  # fmt: skip
+
+
+def test():
+    """WER and CER of the checkpoint on --test_files; returns them."""
+    from tf_transducer.decoding import char_error_rate, word_error_rate
+
+    model, alphabet = load_checkpoint()
+    data = _speech_data("test_files", alphabet, model.mfcc)
+    scorer = _scorer(alphabet)
+    references, hypotheses = [], []
+    for batch in data.dataset(FLAGS.test_batch_size, shuffle=False):
+        logits = model((batch["features"], batch["feature_length"]), training=False)
+        decoded = _decode(logits.numpy(), batch["feature_length"].numpy(), scorer)
+        for index, labels in zip(batch["index"].numpy(), decoded, strict=True):
+            references.append(data.transcripts[index])
+            hypotheses.append(alphabet.decode(labels))
+    wer = word_error_rate(references, hypotheses)
+    cer = char_error_rate(references, hypotheses)
+    print(f"Test on {FLAGS.test_files}: {len(references)} utterances, "
+          f"WER {wer:.3f}, CER {cer:.3f}")  # fmt: skip
+    for ref, hyp in list(zip(references, hypotheses, strict=True))[
+        : FLAGS.report_count
+    ]:
+        print(f" - ref: {ref!r}\n   hyp: {hyp!r}")
+    return wer, cer
+
+
+def export():
+    from tf_transducer.export import export_deepspeech
+
+    model, alphabet = load_checkpoint()
+    sizes = export_deepspeech(model, FLAGS.export_dir, alphabet, FLAGS.n_steps)
+    for name, size in sizes.items():
+        print(f"exported {os.path.join(FLAGS.export_dir, name)} ({size / 1e6:.1f} MB)")
+
+
+def _read_wav(path, sample_rate):
+    import soundfile as sf
+
+    if not os.path.isfile(path):
+        raise CliError(f"--one_shot_infer: {path!r} does not exist")
+    try:
+        audio, rate = sf.read(path, dtype="float32", always_2d=True)
+    except Exception as error:
+        raise CliError(
+            f"--one_shot_infer: {path!r} is not readable audio ({error})"
+        ) from None
+    if rate != sample_rate:
+        raise CliError(
+            f"--one_shot_infer: {path!r} is sampled at {rate} Hz; the model expects "
+            f"{sample_rate} Hz (--audio_sample_rate)"
+        )
+    return audio.mean(axis=1)
+
+
+def transcribe():
+    """Prints and returns the transcript of --one_shot_infer."""
+    import numpy as np
+
+    if FLAGS.checkpoint_dir:
+        model, alphabet = load_checkpoint()
+        audio = _read_wav(FLAGS.one_shot_infer, model.sample_rate)
+        mfcc, frames = model.mfcc(audio[np.newaxis])
+        logits = model((mfcc, frames), training=False).numpy()
+        (labels,) = _decode(logits, frames.numpy(), _scorer(alphabet))
+        text = alphabet.decode(labels)
+    elif FLAGS.export_dir:
+        from tf_transducer.export import DeepSpeechStream
+
+        stream = DeepSpeechStream(FLAGS.export_dir, quantized=FLAGS.export_quantized)
+        audio = _read_wav(FLAGS.one_shot_infer, stream.sample_rate)
+        text, _ = stream.transcribe(
+            audio, beam_width=FLAGS.beam_width, scorer=_scorer(stream.alphabet),
+            alpha=FLAGS.lm_alpha, beta=FLAGS.lm_beta,
+        )  # fmt: skip
+    else:
+        raise CliError("--one_shot_infer needs --checkpoint_dir or --export_dir")
+    print(text)
+    return text
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not (
+        FLAGS.train_files
+        or FLAGS.test_files
+        or FLAGS.export_dir
+        or FLAGS.one_shot_infer
+    ):
+        raise app.UsageError(
+            "nothing to do: give --train_files, --test_files, --export_dir or "
+            "--one_shot_infer"
+        )
+    try:
+        if FLAGS.train_files:
+            train()
+        if FLAGS.test_files:
+            test()
+        if FLAGS.export_dir and FLAGS.export_tflite and FLAGS.checkpoint_dir:
+            export()
+        if FLAGS.one_shot_infer:
+            transcribe()
+    except (CliError, ValueError, FileNotFoundError) as error:
+        logging.error("%s", error)
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()
