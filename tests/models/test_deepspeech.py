@@ -170,3 +170,23 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path):
         epochs = [int(row["epoch"]) for row in csv.DictReader(f)]
     assert epochs == [0, 1, 2, 3]
     assert (tmp_path / "run" / "best.weights.h5").is_file()
+
+
+def test_audio_input_computes_the_same_mfccs_inside():
+    keras.utils.set_random_seed(5)
+    on_audio = DeepSpeech(n_hidden=24, audio_input=True)
+    on_features = DeepSpeech(n_hidden=24)
+    on_audio.build()
+    on_features.build()
+    on_features.set_weights(on_audio.get_weights())
+    rng = np.random.default_rng(6)
+    audio = (rng.normal(size=(2, 8000)) * 0.1).astype(np.float32)
+    lengths = np.array([8000, 5000], np.int32)
+    got = on_audio((audio, lengths))
+    mfcc, frames = tt.Mfcc()(audio, lengths)
+    want = on_features((mfcc, frames))
+    np.testing.assert_array_equal(got._keras_mask, want._keras_mask)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert DeepSpeech.from_config(on_audio.get_config()).get_config() == (
+        on_audio.get_config()
+    )
