@@ -36,7 +36,11 @@ class _LabelSequenceLoss(keras.losses.Loss):
             total = tf.reduce_sum(losses)
             if self.reduction == "sum":
                 return total
-            return total / tf.cast(tf.maximum(tf.size(losses), 1), losses.dtype)
+            mean = total / tf.cast(tf.maximum(tf.size(losses), 1), losses.dtype)
+            # As Keras' own losses: each replica's mean over its share of the
+            # batch, divided by the replicas (their gradients are summed).
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            return mean / replicas if replicas > 1 else mean
 
     def call(self, y_true, y_pred):
         """Per-utterance losses [B]."""

@@ -89,6 +89,11 @@ class Program:
 
         self.interpreter = Interpreter(model_path=path, num_threads=num_threads)
         self.runner = self.interpreter.get_signature_runner()
+        self.dtypes = {
+            k: d["dtype"] for k, d in self.runner.get_input_details().items()
+        }
 
     def __call__(self, **inputs):
-        return self.runner(**{k: np.asarray(v, np.float32) for k, v in inputs.items()})
+        return self.runner(
+            **{k: np.asarray(v, self.dtypes[k]) for k, v in inputs.items()}
+        )

@@ -4,12 +4,18 @@ from tf_transducer.layers.feature_normalization import FeatureNormalization
 from tf_transducer.layers.frame_stacking import FrameStacking
 from tf_transducer.layers.log_mel_spectrogram import LogMelSpectrogram
 from tf_transducer.layers.mfcc import Mfcc
+from tf_transducer.layers.prediction_network import PredictionNetwork
 from tf_transducer.layers.spec_augment import SpecAugment
+from tf_transducer.layers.transducer_encoder import TransducerEncoder
+from tf_transducer.layers.transducer_joiner import TransducerJoiner
 
 __all__ = [
     "FeatureNormalization",
     "FrameStacking",
     "LogMelSpectrogram",
     "Mfcc",
+    "PredictionNetwork",
     "SpecAugment",
+    "TransducerEncoder",
+    "TransducerJoiner",
 ]

@@ -1,5 +1,6 @@
-"""Keras models: DeepSpeech (CTC) so far; transducers follow."""
+"""Keras models: DeepSpeech (CTC) and the RNN-T Transducer."""
 
 from tf_transducer.models.deepspeech import DeepSpeech
+from tf_transducer.models.transducer import Transducer
 
-__all__ = ["DeepSpeech"]
+__all__ = ["DeepSpeech", "Transducer"]

@@ -2,7 +2,7 @@
 
 Each utterance is a random string of 3 to 6 digits read as words ("four seven
 two"), synthesised by espeak-ng or flite (Debian packages `espeak-ng`, `flite`)
-in one of 25 voices at a random speed, resampled to 8 kHz (float64
+in one of 47 voices at a random speed, resampled to 8 kHz (float64
 windowed-sinc, tf_transducer.data.resample), trimmed to the speech plus 0.1 s
 on each side, and stored as 16-bit FLAC. The split is by voice, so that dev
 and test voices are never heard in training.
@@ -35,31 +35,24 @@ CHECK = flags.DEFINE_bool(
 )
 
 RATE = 8000
-PER_VOICE = 18
+PER_VOICE = {"train": 9, "dev": 18, "test": 18}
 WORDS = "zero one two three four five six seven eight nine".split()
-# (engine, voice): espeak-ng "language+variant", or a flite voice.
+# (engine, voice): espeak-ng "language+variant", or a flite voice. Dev and
+# test voices are never heard in training, and neither are their espeak
+# variants (f2, f3, f4, m3, m8) with any accent.
+_ACCENTS = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-029",
+            "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-us-nyc"]  # fmt: skip
+_TRAIN_VARIANTS = ["m1", "m2", "m4", "m5", "m6", "m7", "f1", "f5", "klatt", "klatt2",
+                   "klatt3", "klatt4", "Alex", "Andy", "Annie", "Denis", "Gene",
+                   "Jacky", "Lee", "Mario", "Michael", "Storm", "adam", "anika",
+                   "boris", "caleb", "david", "ed", "edward", "iven", "john", "linda",
+                   "max", "norbert", "paul", "pedro", "quincy", "steph"]  # fmt: skip
 VOICES = {
     "train": [
-        ("espeak", "en-us+m1"),
-        ("espeak", "en-us+f1"),
-        ("espeak", "en-us+m3"),
-        ("espeak", "en-gb+m2"),
-        ("espeak", "en-gb+f2"),
-        ("espeak", "en-gb+m4"),
-        ("espeak", "en-gb-x-rp+f3"),
-        ("espeak", "en-gb-x-rp+m5"),
-        ("espeak", "en-gb-scotland+m6"),
-        ("espeak", "en-gb-scotland+f4"),
-        ("espeak", "en-gb-x-gbclan+m7"),
-        ("espeak", "en-gb-x-gbcwmd+f5"),
-        ("espeak", "en-us-nyc+m2"),
-        ("espeak", "en-029+f1"),
-        ("espeak", "en-us+klatt"),
-        ("flite", "kal16"),
-        ("flite", "awb"),
-        ("flite", "slt"),
-        ("espeak", "en-gb+klatt3"),
-    ],
+        ("espeak", f"{_ACCENTS[i % len(_ACCENTS)]}+{v}")
+        for i, v in enumerate(_TRAIN_VARIANTS)
+    ]
+    + [("flite", "kal16"), ("flite", "awb"), ("flite", "slt")],  # fmt: skip
     "dev": [
         ("espeak", "en-us+f3"),
         ("espeak", "en-gb-x-gbcwmd+m3"),
@@ -112,7 +105,7 @@ def utterances():
             seed = int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
             rng = np.random.default_rng(seed)
             tag = voice.replace("+", "_")
-            for i in range(PER_VOICE):
+            for i in range(PER_VOICE[split]):
                 digits = rng.integers(0, 10, size=rng.integers(3, 7))
                 text = " ".join(WORDS[d] for d in digits)
                 name = f"{split}/{engine}_{tag}_{i:02d}.flac"

@@ -1,0 +1,161 @@
+"""Transducer: overfitting real clips (both losses), streaming, beams, save/load."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import soundfile as sf
+
+import tf_transducer as tt
+from tf_transducer.cli import transducer as recipe
+from tf_transducer.data.corpora import manifest
+from tf_transducer.decoding.transducer import (
+    KerasSteps,
+    greedy_search,
+    modified_beam_search,
+    transducer_beam_search,
+    transducer_greedy_decode,
+)
+from tf_transducer.export import TransducerStream, export_transducer
+from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+from tf_transducer.models import Transducer
+
+ALPHABET = tt.CharacterAlphabet.english()
+
+
+def two_clips():
+    """The two shortest bundled LibriVox clips as one padded batch of 40 mels."""
+    features = tt.LogMelSpectrogram(n_mels=40)
+    data = tt.SpeechDataset(manifest("librivox"), ALPHABET, features=features)
+    keep = np.argsort(data.durations)[:2]
+    batch = next(iter(data.dataset(5, shuffle=False)))
+    rows = [int(np.flatnonzero(batch["index"].numpy() == k)[0]) for k in keep]
+    x = (batch["features"].numpy()[rows], batch["feature_length"].numpy()[rows])
+    y = batch["labels"].numpy()[rows]
+    y = y[:, : max((y >= 0).sum(axis=1))]
+    return (
+        x,
+        y,
+        [data.transcripts[k] for k in keep],
+        [data.paths[k] for k in keep],
+        features,
+    )
+
+
+@pytest.fixture(scope="module", params=["full", "pruned"])
+def overfit(request):
+    x, y, texts, paths, features = two_clips()
+    keras.utils.set_random_seed(3)
+    model = Transducer(ALPHABET.vocab_size, feature_dim=40, normalization="global",
+                       encoder_units=96, predictor="lstm", predictor_units=64,
+                       embedding_dim=32, joiner_units=64)  # fmt: skip
+    model.build()
+    model.normalizer.adapt([x])
+    loss = RnntLoss() if request.param == "full" else PrunedRnntLoss(s_range=5)
+    model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=5.0), loss=loss)
+    steps = 0
+    while steps < 800:
+        model.fit(x, y, epochs=50, verbose=0)
+        steps += 50
+        hyps = transducer_greedy_decode(model, x)
+        if [ALPHABET.decode(h) for h in hyps] == texts:
+            break
+    return model, x, texts, steps, paths, features, request.param
+
+
+def test_overfits_real_clips_with_both_losses(overfit):
+    model, x, texts, steps, _, _, loss = overfit
+    got = [ALPHABET.decode(h) for h in transducer_greedy_decode(model, x)]
+    assert got == texts, f"{loss} loss, after {steps} steps: {got}"
+
+
+@pytest.mark.parametrize("chunk", [400, 1777])
+def test_tflite_stream_equals_offline_greedy(overfit, tmp_path, chunk):
+    model, _, texts, _, paths, features, _ = overfit
+    export_transducer(
+        model, str(tmp_path / "export"), ALPHABET, features, chunk_frames=9
+    )
+    for quantized in (False, True):
+        stream = TransducerStream(str(tmp_path / "export"), quantized=quantized)
+        for path, text in zip(paths, texts, strict=True):
+            audio, _ = sf.read(path, dtype="float32")
+            mels, frames = features(audio[None])
+            offline = ALPHABET.decode(
+                transducer_greedy_decode(model, (mels, frames))[0]
+            )
+            assert offline == text
+            if not quantized:
+                assert stream.transcribe(audio, chunk_samples=chunk) == offline
+
+
+def test_beam_one_is_greedy_and_wider_beams_score_no_lower(overfit):
+    model, x, _, _, _, _, _ = overfit
+    encoded, lengths = model.encode(x)
+    projected = np.asarray(model.joiner.project_encoder(encoded))
+    steps = KerasSteps(model)
+    greedy, greedy_scores = greedy_search(
+        projected, lengths, steps, max_symbols_per_frame=1
+    )
+    for b, n in enumerate(np.asarray(lengths)):
+        one, _ = modified_beam_search(projected[b, :n], steps, beam=1)
+        assert one == greedy[b]
+        _, wide_score = modified_beam_search(projected[b, :n], steps, beam=4)
+        assert wide_score >= greedy_scores[b] - 1e-6
+    standard = transducer_beam_search(model, x, beam=3, method="standard")
+    assert [ALPHABET.decode(h) for h in standard] == [
+        ALPHABET.decode(h) for h in transducer_greedy_decode(model, x)
+    ]
+
+
+def test_save_and_load_give_identical_outputs(overfit, tmp_path):
+    model, x, _, _, _, _, _ = overfit
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras", compile=False)
+    np.testing.assert_array_equal(loaded(x)["encoder"], model(x)["encoder"])
+    assert transducer_greedy_decode(loaded, x) == transducer_greedy_decode(model, x)
+
+
+def test_mirrored_strategy_step_equals_one_device():
+    script = os.path.join(os.path.dirname(__file__), "transducer_mirrored_check.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                         timeout=300, check=True)  # fmt: skip
+    mirrored, single, weights = map(float, out.stdout.split()[-3:])
+    assert abs(mirrored - single) <= 1e-5 * max(1.0, abs(single))
+    assert weights < 1e-5
+
+
+def test_bad_inputs_are_named(tmp_path):
+    x, y, _, paths, features = two_clips()
+    model = Transducer(12, feature_dim=40, encoder_units=8, predictor_units=8,
+                       joiner_units=8, embedding_dim=4)  # fmt: skip
+    model.build()
+    run = tmp_path / "run"
+    run.mkdir()
+    model.save(run / "best.keras")
+    recipe.save_text_encoder(ALPHABET, str(run / "text_encoder.json"))
+    with pytest.raises(recipe.CliError, match="has 29 classes but the model .* has 12"):
+        recipe.load_checkpoint(str(run))
+    with pytest.raises(recipe.CliError, match="holds no checkpoint"):
+        recipe.load_checkpoint(str(tmp_path))
+    with pytest.raises(
+        recipe.CliError, match=r"longer than the model's limit \(--max_duration 2"
+    ):
+        recipe.speech_data([manifest("librivox")], ALPHABET, 16000, 40, 2.0)
+    ds_export = tmp_path / "deepspeech"
+    from tf_transducer.export import export_deepspeech
+    from tf_transducer.models import DeepSpeech
+
+    deepspeech = DeepSpeech(n_hidden=8)
+    deepspeech.build()
+    export_deepspeech(deepspeech, str(ds_export), ALPHABET)
+    with pytest.raises(ValueError, match="not of a Transducer"):
+        TransducerStream(str(ds_export))
+    with pytest.raises(ValueError, match="chunk_frames must be a positive multiple"):
+        export_transducer(
+            model, str(tmp_path / "e"), ALPHABET, features, chunk_frames=4
+        )
+    assert not (tmp_path / "e").exists()
+    del x, y, paths

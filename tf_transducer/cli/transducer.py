@@ -1,0 +1,389 @@
+"""Transducers from the command line: train, evaluate, export, transcribe.
+
+  T="python -m tf_transducer.cli.transducer"
+  $T train --train_files a.csv --dev_files b.csv --checkpoint_dir runs/t
+  $T evaluate --test_files c.csv --checkpoint_dir runs/t
+  $T export --checkpoint_dir runs/t --export_dir runs/t/tflite
+  $T transcribe --export_dir runs/t/tflite --wav x.wav
+
+Flags and conventions follow the DeepSpeech command line (manifests,
+--checkpoint_dir, --export_dir, --audio_sample_rate, --beam_width, exit code
+1 with a message naming the file or flag on bad input). The functions below
+are the recipe; `examples/digits_transducer_demo.py` (`make demo`) uses them.
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+COMMANDS = ("train", "evaluate", "export", "transcribe")
+
+flags.DEFINE_string("train_files", "", "Comma-separated training manifests.")
+flags.DEFINE_string("dev_files", "", "Comma-separated validation manifests.")
+flags.DEFINE_string("test_files", "", "Comma-separated test manifests.")
+flags.DEFINE_string("checkpoint_dir", "", "Model, text encoder, backups, history.")
+flags.DEFINE_string("export_dir", "", "Streaming TFLite programs.")
+flags.DEFINE_string("wav", "", "transcribe: the WAV file.")
+flags.DEFINE_integer("audio_sample_rate", 16000, "Sample rate of the model's audio.")
+flags.DEFINE_integer("n_mels", 80, "Log-mel bands.")
+flags.DEFINE_float("max_duration", 30.0, "Longest utterance, seconds.")
+flags.DEFINE_enum("text_encoder", "chars", ["chars", "words", "subwords"], "Units.")
+flags.DEFINE_integer("vocab_size", 256, "SentencePiece vocabulary (subwords).")
+flags.DEFINE_integer("train_batch_size", 16, "Training batch size.", lower_bound=1)
+flags.DEFINE_integer("epochs", 50, "Training epochs.", lower_bound=1)
+flags.DEFINE_float("learning_rate", 0.004, "Peak Adam learning rate (cosine decay).")
+flags.DEFINE_enum("loss", "full", ["full", "pruned"], "RnntLoss or PrunedRnntLoss.")
+flags.DEFINE_integer("encoder_units", 256, "Encoder LSTM width.")
+flags.DEFINE_integer("encoder_layers", 2, "Encoder LSTMs.")
+flags.DEFINE_integer("stack", 3, "Frames stacked per encoder step.")
+flags.DEFINE_enum(
+    "predictor", "stateless", ["lstm", "stateless"], "Prediction network."
+)
+flags.DEFINE_string("augment", "default", "SpecAugment: default, none, LB, LD, SM, SS.")
+flags.DEFINE_integer("beam_width", 1, "1: greedy; else modified beam search.")
+flags.DEFINE_integer("random_seed", 0, "Seed of weights, shuffling, augmentation.")
+flags.DEFINE_bool(
+    "skip_bad", False, "Drop (and count) unusable items instead of failing."
+)
+flags.DEFINE_bool("export_quantized", False, "transcribe with the quantised programs.")
+
+MODEL_FILE, ENCODER_FILE = "best.keras", "text_encoder.json"
+
+
+class CliError(Exception):
+    """Bad user input: printed, exit code 1."""
+
+
+def _manifests(value, flag):
+    paths = [p for p in value.split(",") if p]
+    if not paths:
+        raise CliError(f"--{flag} is needed")
+    for path in paths:
+        if not os.path.isfile(path):
+            raise CliError(f"--{flag}: manifest {path!r} does not exist")
+    return paths
+
+
+def make_text_encoder(kind, transcripts, vocab_size=256):
+    """chars: the English alphabet; words / subwords: SentencePiece on transcripts."""
+    from tf_transducer.data import CharacterAlphabet, SubwordEncoder
+
+    if kind == "chars":
+        return CharacterAlphabet.english()
+    if kind == "words":
+        words = {w for t in transcripts for w in t.split()}
+        return SubwordEncoder.train(transcripts, len(words) + 2, model_type="word")
+    return SubwordEncoder.train(transcripts, vocab_size)
+
+
+def save_text_encoder(encoder, path):
+    with open(path, "w") as f:
+        json.dump({"kind": type(encoder).__name__, "config": encoder.get_config()}, f)
+
+
+def speech_data(manifests, encoder, sample_rate, n_mels, max_duration, skip_bad=False):
+    """A SpeechDataset of log-mel features; over-long audio is an error."""
+    import tf_transducer as tt
+    from tf_transducer.data import read_manifest
+
+    utterances = [u for path in manifests for u in read_manifest(path)]
+    if not utterances:
+        raise CliError(f"{','.join(manifests)}: no utterances")
+    features = tt.LogMelSpectrogram(sample_rate=sample_rate, n_mels=n_mels)
+    data = tt.SpeechDataset(
+        utterances, encoder, sample_rate, features, skip_bad=skip_bad
+    )
+    for path, seconds in zip(data.paths, data.durations, strict=True):
+        if seconds > max_duration:
+            raise CliError(
+                f"{path}: {seconds:.1f} s of audio is longer than the model's limit "
+                f"(--max_duration {max_duration})"
+            )
+    return data, features
+
+
+def _pairs(ds):
+    return ds.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
+
+
+def train(
+    train_files,
+    dev_files,
+    checkpoint_dir,
+    text_encoder="chars",
+    vocab_size=256,
+    sample_rate=16000,
+    n_mels=80,
+    max_duration=30.0,
+    epochs=50,
+    batch_size=16,
+    learning_rate=0.004,
+    loss="full",
+    encoder_units=256,
+    encoder_layers=2,
+    stack=3,
+    predictor="stateless",
+    augment="default",
+    seed=0,
+    skip_bad=False,
+    verbose=1,
+    extra_callbacks=(),
+):
+    """Trains a Transducer (MirroredStrategy over the visible devices).
+
+    Returns (model, text encoder, History). The best model by dev loss is
+    saved as checkpoint_dir/best.keras, with text_encoder.json beside it.
+    """
+    import keras
+    import tensorflow as tf
+
+    from tf_transducer.data import read_manifest
+    from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+    from tf_transducer.models import Transducer
+
+    keras.utils.set_random_seed(seed)
+    train_manifests = _manifests(train_files, "train_files")
+    transcripts = [u.transcript for p in train_manifests for u in read_manifest(p)]
+    encoder = make_text_encoder(text_encoder, transcripts, vocab_size)
+    train_data, _ = speech_data(
+        train_manifests, encoder, sample_rate, n_mels, max_duration, skip_bad
+    )
+    dev_data = None
+    if dev_files:
+        dev_data, _ = speech_data(
+            _manifests(dev_files, "dev_files"),
+            encoder,
+            sample_rate,
+            n_mels,
+            max_duration,
+            skip_bad,
+        )
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    save_text_encoder(encoder, os.path.join(checkpoint_dir, ENCODER_FILE))
+    if augment == "default":
+        augment = dict(
+            freq_mask_max_bins=10,
+            freq_mask_count=2,
+            time_mask_max_frames=20,
+            time_mask_count=2,
+            time_mask_max_ratio=0.2,
+            freq_warp_max_bins=4,
+            time_warp_max_frames=10,
+            time_warp_max_ratio=0.1,
+        )
+    elif augment == "none":
+        augment = None
+    train_ds = train_data.dataset(batch_size, seed=seed, bucket_boundaries="auto")
+    steps_per_epoch = sum(1 for _ in train_ds)
+    with tf.distribute.MirroredStrategy().scope():
+        model = Transducer(
+            encoder.vocab_size,
+            feature_dim=n_mels,
+            normalization="global",
+            augment=augment,
+            encoder_units=encoder_units,
+            encoder_layers=encoder_layers,
+            stack=stack,
+            predictor=predictor,
+            embedding_dim=64,
+            predictor_units=128,
+            joiner_units=128,
+        )
+        model.build()
+        model.normalizer.adapt(train_data.dataset(64, shuffle=False))
+        schedule = keras.optimizers.schedules.CosineDecay(
+            learning_rate, epochs * steps_per_epoch, alpha=0.05
+        )
+        loss_fn = PrunedRnntLoss(s_range=4) if loss == "pruned" else RnntLoss()
+        model.compile(
+            optimizer=keras.optimizers.Adam(schedule, clipnorm=5.0), loss=loss_fn
+        )
+    monitor = "val_loss" if dev_data is not None else "loss"
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(checkpoint_dir, "backup")),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(checkpoint_dir, MODEL_FILE),
+            monitor=monitor,
+            save_best_only=True,
+        ),
+        keras.callbacks.CSVLogger(
+            os.path.join(checkpoint_dir, "history.csv"), append=True
+        ),
+        keras.callbacks.TensorBoard(os.path.join(checkpoint_dir, "summaries")),
+        *extra_callbacks,
+    ]
+    if dev_data is not None:
+        callbacks.append(WerCallback(dev_data, encoder))
+    history = model.fit(
+        _pairs(train_ds),
+        validation_data=_pairs(dev_data.dataset(64, shuffle=False))
+        if dev_data
+        else None,
+        epochs=epochs,
+        callbacks=callbacks,
+        verbose=verbose,
+    )
+    return model, encoder, history
+
+
+def _decode_batch(model, batch, beam_width):
+    from tf_transducer.decoding.transducer import (
+        transducer_beam_search,
+        transducer_greedy_decode,
+    )
+
+    inputs = (batch["features"], batch["feature_length"])
+    if beam_width == 1:
+        return transducer_greedy_decode(model, inputs)
+    return transducer_beam_search(model, inputs, beam_width)
+
+
+def evaluate(model, encoder, data, beam_width=1, batch_size=64):
+    """(WER, CER, [(reference, hypothesis)]) of a model on a SpeechDataset."""
+    from tf_transducer.decoding import char_error_rate, word_error_rate
+
+    pairs = []
+    for batch in data.dataset(batch_size, shuffle=False):
+        hyps = _decode_batch(model, batch, beam_width)
+        for index, labels in zip(batch["index"].numpy(), hyps, strict=True):
+            pairs.append((data.transcripts[index], encoder.decode(labels)))
+    refs, hyps = [p[0] for p in pairs], [p[1] for p in pairs]
+    return word_error_rate(refs, hyps), char_error_rate(refs, hyps), pairs
+
+
+class WerCallback:
+    """Keras callback: greedy WER / CER on a dev SpeechDataset after each epoch."""
+
+    def __new__(cls, data, encoder, every=1):
+        import keras
+
+        class _Callback(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                if (epoch + 1) % every:
+                    return
+                wer, cer, _ = evaluate(self.model, encoder, data)
+                if logs is not None:
+                    logs["val_wer"], logs["val_cer"] = wer, cer
+                print(f" - val_wer: {wer:.3f} - val_cer: {cer:.3f}")
+
+        return _Callback()
+
+
+def load_checkpoint(checkpoint_dir):
+    """(model, text encoder) from a training run's folder."""
+    import keras
+
+    from tf_transducer.export.transducer import load_text_encoder_config
+
+    model_path = os.path.join(checkpoint_dir, MODEL_FILE)
+    encoder_path = os.path.join(checkpoint_dir, ENCODER_FILE)
+    if not (os.path.isfile(model_path) and os.path.isfile(encoder_path)):
+        raise CliError(
+            f"--checkpoint_dir {checkpoint_dir!r} holds no checkpoint ({MODEL_FILE} "
+            f"and {ENCODER_FILE}); train first"
+        )
+    model = keras.models.load_model(model_path, compile=False)
+    encoder = load_text_encoder_config(encoder_path)
+    if encoder.vocab_size != model.vocab_size:
+        raise CliError(
+            f"{encoder_path}: the text encoder has {encoder.vocab_size} classes but "
+            f"the model in {model_path} has {model.vocab_size}"
+        )
+    return model, encoder
+
+
+def read_wav(path, sample_rate):
+    import soundfile as sf
+
+    if not os.path.isfile(path):
+        raise CliError(f"--wav: {path!r} does not exist")
+    try:
+        audio, rate = sf.read(path, dtype="float32", always_2d=True)
+    except Exception as error:
+        raise CliError(f"--wav: {path!r} is not readable audio ({error})") from None
+    if rate != sample_rate:
+        raise CliError(
+            f"--wav: {path!r} is sampled at {rate} Hz; the model expects "
+            f"{sample_rate} Hz"
+        )
+    return audio.mean(axis=1)
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] not in COMMANDS:
+        raise app.UsageError(f"give one command: {' | '.join(COMMANDS)}")
+    command = argv[1]
+    try:
+        if command == "train":
+            if not FLAGS.checkpoint_dir:
+                raise CliError("--checkpoint_dir is needed to train")
+            train(
+                FLAGS.train_files,
+                FLAGS.dev_files,
+                FLAGS.checkpoint_dir,
+                FLAGS.text_encoder,
+                FLAGS.vocab_size,
+                FLAGS.audio_sample_rate,
+                FLAGS.n_mels,
+                FLAGS.max_duration,
+                FLAGS.epochs,
+                FLAGS.train_batch_size,
+                FLAGS.learning_rate,
+                FLAGS.loss,
+                FLAGS.encoder_units,
+                FLAGS.encoder_layers,
+                FLAGS.stack,
+                FLAGS.predictor,
+                FLAGS.augment,
+                FLAGS.random_seed,
+                FLAGS.skip_bad,
+                1 if sys.stdout.isatty() else 2,
+            )
+        elif command == "evaluate":
+            model, encoder = load_checkpoint(FLAGS.checkpoint_dir)
+            data, _ = speech_data(
+                _manifests(FLAGS.test_files, "test_files"),
+                encoder,
+                FLAGS.audio_sample_rate,
+                model.feature_dim,
+                FLAGS.max_duration,
+                FLAGS.skip_bad,
+            )
+            wer, cer, pairs = evaluate(model, encoder, data, FLAGS.beam_width)
+            print(f"{len(pairs)} utterances: WER {wer:.3f}, CER {cer:.3f}")
+            for ref, hyp in pairs[:5]:
+                print(f" - ref: {ref!r}\n   hyp: {hyp!r}")
+        elif command == "export":
+            import tf_transducer as tt
+            from tf_transducer.export import export_transducer
+
+            if not FLAGS.export_dir:
+                raise CliError("--export_dir is needed to export")
+            model, encoder = load_checkpoint(FLAGS.checkpoint_dir)
+            features = tt.LogMelSpectrogram(
+                sample_rate=FLAGS.audio_sample_rate, n_mels=model.feature_dim
+            )
+            sizes = export_transducer(model, FLAGS.export_dir, encoder, features)
+            for name, size in sizes.items():
+                print(
+                    f"exported {os.path.join(FLAGS.export_dir, name)} "
+                    f"({size / 1e6:.2f} MB)"
+                )
+        else:
+            from tf_transducer.export import TransducerStream
+
+            stream = TransducerStream(
+                FLAGS.export_dir, quantized=FLAGS.export_quantized
+            )
+            print(stream.transcribe(read_wav(FLAGS.wav, stream.sample_rate)))
+    except (CliError, ValueError, FileNotFoundError) as error:
+        logging.error("%s", error)
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    app.run(main)

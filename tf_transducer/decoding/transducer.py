@@ -1,0 +1,292 @@
+"""Transducer decoding: greedy search and beam searches, batched over utterances.
+
+The searches run on three step functions (`TransducerSteps`), so the same
+code decodes a Keras `Transducer` (`KerasSteps`) and its TFLite export:
+
+    start(batch)            -> (decoder projection [B, J], state) after the blank
+    predict(labels, state)  -> (decoder projection [B, J], state)
+    joint(encoder, decoder) -> logits [B, V]      (projected inputs [B, J])
+
+States are lists of numpy arrays with the batch first. Scores are natural
+log-probabilities of the model (each alignment: the product of its steps).
+"""
+
+import numpy as np
+
+from tf_transducer.decoding.ctc import _log_add
+
+
+def _log_softmax(x):
+    x = np.asarray(x, np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _select(mask, new, old):
+    """Per batch row: new where mask, else old (states are lists of arrays)."""
+    out = []
+    for n, o in zip(new, old, strict=True):
+        m = np.reshape(mask, [-1] + [1] * (np.ndim(n) - 1))
+        out.append(np.where(m, n, o))
+    return out
+
+
+class KerasSteps:
+    """The step functions of a Keras `Transducer`."""
+
+    def __init__(self, model):
+        self.model = model
+        self.blank = 0
+
+    def start(self, batch):
+        state = [np.asarray(s) for s in self.model.predictor.initial_state(batch)]
+        return self.predict(np.zeros([batch], np.int32), state)
+
+    def predict(self, labels, state):
+        out, state = self.model.predictor.step(np.asarray(labels, np.int32), state)
+        projected = self.model.joiner.project_decoder(out)
+        return np.asarray(projected), [np.asarray(s) for s in state]
+
+    def joint(self, encoder, decoder):
+        return np.asarray(self.model.joiner.joint(encoder, decoder))
+
+
+class GreedyState:
+    """Where a batched greedy search stands: hypotheses, scores, decoder state."""
+
+    def __init__(self, steps, batch):
+        self.decoder, self.state = steps.start(batch)
+        self.hyps = [[] for _ in range(batch)]
+        self.scores = np.zeros(batch)
+
+
+def greedy_continue(encoder, lengths, steps, search, max_symbols_per_frame=3, blank=0):
+    """Runs greedy search over more frames [B, n, J] (lengths [B] of them valid),
+    updating `search` (a GreedyState): streaming decoding calls this per chunk."""
+    encoder = np.asarray(encoder, np.float32)
+    lengths = np.asarray(lengths).reshape(-1)
+    batch = encoder.shape[0]
+    for t in range(encoder.shape[1]):
+        active = t < lengths
+        for _ in range(max_symbols_per_frame):
+            log_probs = _log_softmax(steps.joint(encoder[:, t], search.decoder))
+            best = log_probs.argmax(axis=-1)
+            emit = active & (best != blank)
+            search.scores += np.where(active, log_probs[np.arange(batch), best], 0.0)
+            if not emit.any():
+                break
+            for b in np.flatnonzero(emit):
+                search.hyps[b].append(int(best[b]))
+            decoder, state = steps.predict(np.where(emit, best, blank), search.state)
+            search.decoder = np.where(emit[:, None], decoder, search.decoder)
+            search.state = _select(emit, state, search.state)
+            active = emit  # only those that emitted look at the frame again
+    return search
+
+
+def greedy_search(encoder, lengths, steps, max_symbols_per_frame=3, blank=0):
+    """Best symbol per step, up to max_symbols_per_frame symbols per frame.
+
+    Args:
+      encoder: float [B, T, J] projected encoder frames.
+      lengths: int [B] frames.
+      steps: the step functions.
+      max_symbols_per_frame: emitted symbols per frame before moving on.
+
+    Returns:
+      (B label lists, B path log-probabilities).
+    """
+    search = GreedyState(steps, np.shape(encoder)[0])
+    greedy_continue(encoder, lengths, steps, search, max_symbols_per_frame, blank)
+    return search.hyps, search.scores
+
+
+class _Hyp:
+    __slots__ = ("prefix", "score", "decoder", "state", "lm_state", "lm_score", "words")
+
+    def __init__(self, prefix, score, decoder, state, lm=(None, 0.0, 0)):
+        self.prefix, self.score = prefix, score
+        self.decoder, self.state = decoder, state
+        self.lm_state, self.lm_score, self.words = lm
+
+    def stay(self, score):
+        """The same hypothesis (no new label) with another score."""
+        lm = (self.lm_state, self.lm_score, self.words)
+        return _Hyp(self.prefix, score, self.decoder, self.state, lm)
+
+
+def _rank(hyp, scorer, alpha, beta):
+    if scorer is None:
+        return hyp.score
+    return hyp.score + alpha * hyp.lm_score + beta * hyp.words
+
+
+def _grow(parents, labels, steps, scorer):
+    """Children hyps (scores to be set) of parents extended by labels, one batch."""
+    state = [
+        np.concatenate([p.state[i] for p in parents])
+        for i in range(len(parents[0].state))
+    ]
+    decoder, state = steps.predict(np.asarray(labels, np.int32), state)
+    children = []
+    for j, (parent, label) in enumerate(zip(parents, labels, strict=True)):
+        child = _Hyp(
+            parent.prefix + (label,),
+            parent.score,
+            decoder[j : j + 1],
+            [s[j : j + 1] for s in state],
+            (parent.lm_state, parent.lm_score, parent.words),
+        )
+        if scorer is not None:
+            scorer.extend(child, parent.prefix, label)
+        children.append(child)
+    return children
+
+
+def _start(steps, scorer):
+    decoder, state = steps.start(1)
+    return _Hyp((), 0.0, decoder, state, scorer.start() if scorer else (None, 0.0, 0))
+
+
+def _finish(hyps, scorer, alpha, beta):
+    if scorer is not None:
+        for hyp in hyps:
+            scorer.finish(hyp, hyp.prefix)
+    best = max(hyps, key=lambda h: _rank(h, scorer, alpha, beta))
+    return list(best.prefix), best.score
+
+
+def modified_beam_search(
+    encoder, steps, beam=4, blank=0, scorer=None, alpha=0.5, beta=1.0
+):
+    """Beam search with at most one symbol per frame (k2 / icefall's "modified").
+
+    Per frame every hypothesis either stays (blank) or grows by one of its
+    `beam` best symbols; identical label sequences are merged (log-add); the
+    `beam` best survive.
+
+    Args:
+      encoder: float [T, J] projected frames of one utterance.
+
+    Returns:
+      (labels, log-probability of the hypothesis).
+    """
+    hyps = [_start(steps, scorer)]
+    for frame in np.asarray(encoder, np.float32):
+        decoders = np.concatenate([h.decoder for h in hyps])
+        log_probs = _log_softmax(
+            steps.joint(np.repeat(frame[None], len(hyps), 0), decoders)
+        )
+        merged, pending = {}, []
+        for hyp, lp in zip(hyps, log_probs, strict=True):
+            stay = merged.get(hyp.prefix)
+            if stay is None:
+                merged[hyp.prefix] = hyp.stay(hyp.score + lp[blank])
+            else:
+                stay.score = _log_add(stay.score, hyp.score + lp[blank])
+            order = np.argsort(-lp)
+            for k in [int(k) for k in order[: beam + 1] if k != blank][:beam]:
+                pending.append((hyp.score + lp[k], hyp, k))
+        # Only the best growths can survive: predict for those alone.
+        pending.sort(key=lambda item: -item[0])
+        pending = pending[:beam]
+        if pending:
+            children = _grow(
+                [p[1] for p in pending], [p[2] for p in pending], steps, scorer
+            )
+            for (score, _, _), child in zip(pending, children, strict=True):
+                child.score = score
+                same = merged.get(child.prefix)
+                if same is None:
+                    merged[child.prefix] = child
+                else:
+                    same.score = _log_add(same.score, score)
+        hyps = sorted(merged.values(), key=lambda h: -_rank(h, scorer, alpha, beta))[
+            :beam
+        ]
+    return _finish(hyps, scorer, alpha, beta)
+
+
+def beam_search(
+    encoder,
+    steps,
+    beam=4,
+    blank=0,
+    scorer=None,
+    alpha=0.5,
+    beta=1.0,
+    max_expansions=None,
+):
+    """The standard transducer beam search (Graves 2012, as ESPnet runs it).
+
+    Per frame, the best unfinished hypothesis is expanded: by a blank it is
+    finished for this frame, by each of its `beam` best symbols it becomes a
+    new unfinished one; this repeats until `beam` finished hypotheses beat
+    every unfinished one (or `max_expansions`, default 2 * beam, expansions).
+
+    Args:
+      encoder: float [T, J] projected frames of one utterance.
+
+    Returns:
+      (labels, log-probability of the hypothesis).
+    """
+    max_expansions = max_expansions or 2 * beam
+    finished = [_start(steps, scorer)]
+    for frame in np.asarray(encoder, np.float32):
+        unfinished, finished = finished, []
+        for _ in range(max_expansions):
+            if not unfinished:
+                break
+            best = max(unfinished, key=lambda h: _rank(h, scorer, alpha, beta))
+            unfinished.remove(best)
+            lp = _log_softmax(steps.joint(frame[None], best.decoder))[0]
+            same = next((h for h in finished if h.prefix == best.prefix), None)
+            if same is None:
+                finished.append(best.stay(best.score + lp[blank]))
+            else:
+                same.score = _log_add(same.score, best.score + lp[blank])
+            labels = [int(k) for k in np.argsort(-lp)[: beam + 1] if k != blank][:beam]
+            children = _grow([best] * len(labels), labels, steps, scorer)
+            for child, k in zip(children, labels, strict=True):
+                child.score = best.score + lp[k]
+                unfinished.append(child)
+            finished.sort(key=lambda h: -_rank(h, scorer, alpha, beta))
+            top = [_rank(h, scorer, alpha, beta) for h in finished[:beam]]
+            if (
+                len(top) >= beam
+                and unfinished
+                and min(top) >= max(_rank(h, scorer, alpha, beta) for h in unfinished)
+            ):
+                break
+        finished = finished[:beam] or [best]
+    return _finish(finished, scorer, alpha, beta)
+
+
+def transducer_greedy_decode(model, inputs, max_symbols_per_frame=3):
+    """B label lists: greedy search of a Keras `Transducer` on (features, lengths)."""
+    encoded, lengths = model.encode(inputs, training=False)
+    projected = np.asarray(model.joiner.project_encoder(encoded))
+    hyps, _ = greedy_search(
+        projected, np.asarray(lengths), KerasSteps(model), max_symbols_per_frame
+    )
+    return hyps
+
+
+def transducer_beam_search(
+    model, inputs, beam=4, method="modified", scorer=None, alpha=0.5, beta=1.0
+):
+    """B label lists: beam search ("modified" or "standard") of a Keras `Transducer`."""
+    if method not in ("modified", "standard"):
+        raise ValueError(f'method must be "modified" or "standard", got {method!r}')
+    if not isinstance(beam, int) or beam < 1:
+        raise ValueError(f"beam must be an int >= 1, got {beam!r}")
+    search = modified_beam_search if method == "modified" else beam_search
+    encoded, lengths = model.encode(inputs, training=False)
+    projected = np.asarray(model.joiner.project_encoder(encoded))
+    steps = KerasSteps(model)
+    return [
+        search(
+            projected[b, : int(n)], steps, beam, scorer=scorer, alpha=alpha, beta=beta
+        )[0]
+        for b, n in enumerate(np.asarray(lengths))
+    ]

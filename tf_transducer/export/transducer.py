@@ -1,0 +1,302 @@
+"""A Transducer to streaming TFLite programs, and a LiteRT runner for WAVs.
+
+An export folder holds, each also as `*.quant.tflite` (dynamic range):
+
+- `features.tflite`: audio [1, N] -> features [1, T, F] (LogMelSpectrogram);
+- `encoder.tflite`: one chunk of `chunk_frames` feature frames + the valid
+  count + the encoder's LSTM states -> projected encoder frames
+  [1, chunk_frames / stack, J] + new states (normalisation inside);
+- `predictor.tflite`: one label [1] + the prediction network's state ->
+  projected decoder output [1, J] + new state;
+- `joiner.tflite`: projected encoder [1, J] and decoder [1, J] -> logits [1, V];
+
+plus `text_encoder.json` and `export.json`. All use TFLite built-in ops
+only. `TransducerStream` feeds audio in any chunk sizes and runs greedy
+search as encoder chunks complete; its transcript equals the offline
+Keras greedy transcript.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tf_transducer.decoding.transducer import GreedyState, greedy_continue
+from tf_transducer.export._tflite import Program, convert, staging_dir
+
+PROGRAMS = ("features", "encoder", "predictor", "joiner")
+
+
+def _encoder_program(model, chunk_frames):
+    n_states = 2 * model.encoder.num_layers
+    units = model.encoder.units
+    specs = [
+        tf.TensorSpec([1, chunk_frames, model.feature_dim], tf.float32),
+        tf.TensorSpec([1], tf.int32),
+    ] + [tf.TensorSpec([1, units], tf.float32)] * n_states
+    names = ["features", "valid"] + [f"state_{i}" for i in range(n_states)]
+
+    def body(features, valid, *states):
+        if model.normalizer is not None:
+            features, _ = model.normalizer(features, valid)
+        else:
+            features = features * tf.cast(
+                tf.sequence_mask(valid, chunk_frames)[..., None], features.dtype
+            )
+        encoded, new_states = model.encoder.step(features, list(states))
+        out = {"encoder": model.joiner.project_encoder(encoded)}
+        out.update({f"new_state_{i}": s for i, s in enumerate(new_states)})
+        return out
+
+    return _named_function(body, specs, names)
+
+
+def _predictor_program(model):
+    predictor = model.predictor
+    state = predictor.initial_state(1)
+    specs = [tf.TensorSpec([1], tf.int32)] + [
+        tf.TensorSpec(s.shape, s.dtype) for s in state
+    ]
+    names = ["label"] + [f"state_{i}" for i in range(len(state))]
+
+    def body(label, *states):
+        out, new_states = predictor.step(label, list(states))
+        result = {"decoder": model.joiner.project_decoder(out)}
+        result.update({f"new_state_{i}": s for i, s in enumerate(new_states)})
+        return result
+
+    return _named_function(body, specs, names)
+
+
+def _named_function(body, specs, names):
+    """A tf.function with named positional inputs (TFLite signature names)."""
+    named_specs = [
+        tf.TensorSpec(s.shape, s.dtype, name=n)
+        for s, n in zip(specs, names, strict=True)
+    ]
+    source = f"def f({', '.join(names)}):\n    return body({', '.join(names)})\n"
+    scope = {"body": body}
+    exec(source, scope)  # a real signature, so that the inputs keep their names
+    return tf.function(scope["f"], input_signature=named_specs)
+
+
+def export_transducer(model, export_dir, text_encoder, features, chunk_frames=None):
+    """Writes the streaming TFLite programs of a Transducer to export_dir.
+
+    Args:
+      model: a built `tf_transducer.models.Transducer` taking features.
+      export_dir: the folder to create or replace (all or nothing).
+      text_encoder: its `CharacterAlphabet` or `SubwordEncoder`.
+      features: the `LogMelSpectrogram` layer that made its training features.
+      chunk_frames: feature frames per encoder step (a multiple of the
+        encoder's stack; default 4 * stack).
+
+    Returns:
+      {file name: size in bytes}.
+    """
+    stack = model.encoder.stack
+    chunk_frames = chunk_frames or 4 * stack
+    if not isinstance(chunk_frames, int) or chunk_frames <= 0 or chunk_frames % stack:
+        raise ValueError(
+            f"chunk_frames must be a positive multiple of the encoder's stack "
+            f"({stack}), got {chunk_frames!r}"
+        )
+    if features.n_mels != model.feature_dim:
+        raise ValueError(
+            f"features gives {features.n_mels} values per frame, the model takes "
+            f"{model.feature_dim}"
+        )
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32, name="audio")])
+    def feature_program(audio):
+        values, _ = features(audio)
+        return {"features": values}
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([1, model.joiner.units], tf.float32, name="encoder"),
+            tf.TensorSpec([1, model.joiner.units], tf.float32, name="decoder"),
+        ]
+    )
+    def joiner_program(encoder, decoder):
+        return {"logits": model.joiner.joint(encoder, decoder)}
+
+    functions = {
+        "features": feature_program,
+        "encoder": _encoder_program(model, chunk_frames),
+        "predictor": _predictor_program(model),
+        "joiner": joiner_program,
+    }
+    programs = {}
+    for name, function in functions.items():
+        programs[f"{name}.tflite"] = convert(function, model)
+        programs[f"{name}.quant.tflite"] = convert(function, model, quantize=True)
+    state_shapes = [list(s.shape[1:]) for s in model.predictor.initial_state(1)]
+    meta = {
+        "model": "tf_transducer.Transducer",
+        "sample_rate": features.sample_rate,
+        "frame_length": features.frame_length,
+        "frame_step": features.frame_step,
+        "feature_dim": model.feature_dim,
+        "chunk_frames": chunk_frames,
+        "stack": stack,
+        "encoder_states": 2 * model.encoder.num_layers,
+        "encoder_units": model.encoder.units,
+        "predictor_states": state_shapes,
+        "predictor_kind": model.predictor.kind,
+        "vocab_size": model.vocab_size,
+    }
+    kind = type(text_encoder).__name__
+    with staging_dir(export_dir) as staging:
+        for name, data in programs.items():
+            with open(os.path.join(staging, name), "wb") as f:
+                f.write(data)
+        with open(os.path.join(staging, "text_encoder.json"), "w") as f:
+            json.dump({"kind": kind, "config": text_encoder.get_config()}, f)
+        with open(os.path.join(staging, "export.json"), "w") as f:
+            json.dump(meta, f, indent=2)
+    return {name: len(data) for name, data in programs.items()}
+
+
+def load_text_encoder_config(path):
+    """The CharacterAlphabet / SubwordEncoder saved as text_encoder.json."""
+    from tf_transducer.data import CharacterAlphabet, SubwordEncoder
+
+    with open(path) as f:
+        saved = json.load(f)
+    kinds = {"CharacterAlphabet": CharacterAlphabet, "SubwordEncoder": SubwordEncoder}
+    if saved.get("kind") not in kinds:
+        raise ValueError(f"{path}: unknown text encoder {saved.get('kind')!r}")
+    return kinds[saved["kind"]].from_config(saved["config"])
+
+
+class _TfliteSteps:
+    """The decoding step functions on the predictor and joiner programs."""
+
+    def __init__(self, predictor, joiner, meta):
+        self.predictor, self.joiner, self.meta = predictor, joiner, meta
+
+    def start(self, batch):
+        if batch != 1:
+            raise ValueError("the TFLite programs decode one utterance at a time")
+        dtype = np.int32 if self.meta["predictor_kind"] == "stateless" else np.float32
+        state = [
+            np.zeros([1, *shape], dtype) for shape in self.meta["predictor_states"]
+        ]
+        return self.predict(np.zeros([1], np.int32), state)
+
+    def predict(self, labels, state):
+        inputs = {f"state_{i}": s for i, s in enumerate(state)}
+        out = self.predictor(label=np.asarray(labels, np.int32), **inputs)
+        new_state = [out[f"new_state_{i}"] for i in range(len(state))]
+        return out["decoder"], new_state
+
+    def joint(self, encoder, decoder):
+        return self.joiner(encoder=encoder, decoder=decoder)["logits"]
+
+
+class TransducerStream:
+    """Streaming greedy recognition with an exported Transducer (LiteRT).
+
+    Args:
+      export_dir: a folder written by `export_transducer`.
+      quantized: use the dynamic-range quantised programs.
+      num_threads: interpreter threads.
+      max_symbols_per_frame: of the greedy search.
+    """
+
+    def __init__(
+        self, export_dir, quantized=False, num_threads=1, max_symbols_per_frame=3
+    ):
+        meta_path = os.path.join(export_dir, "export.json")
+        if not os.path.isfile(meta_path):
+            raise FileNotFoundError(
+                f"{export_dir!r} is not a Transducer export (no export.json)"
+            )
+        with open(meta_path) as f:
+            self.meta = json.load(f)
+        if self.meta.get("model") != "tf_transducer.Transducer":
+            raise ValueError(
+                f"{export_dir!r} holds an export of "
+                f"{self.meta.get('model', 'another model')!r}, not of a Transducer"
+            )
+        self.text_encoder = load_text_encoder_config(
+            os.path.join(export_dir, "text_encoder.json")
+        )
+        suffix = ".quant.tflite" if quantized else ".tflite"
+        self._programs = {
+            name: Program(os.path.join(export_dir, name + suffix), num_threads)
+            for name in PROGRAMS
+        }
+        self._steps = _TfliteSteps(
+            self._programs["predictor"], self._programs["joiner"], self.meta
+        )
+        self.max_symbols_per_frame = max_symbols_per_frame
+        self.reset()
+
+    @property
+    def sample_rate(self):
+        return self.meta["sample_rate"]
+
+    def reset(self):
+        m = self.meta
+        self._audio = np.zeros([0], np.float32)
+        self._features = np.zeros([0, m["feature_dim"]], np.float32)
+        self._states = [np.zeros([1, m["encoder_units"]], np.float32)] * m[
+            "encoder_states"
+        ]
+        self._search = GreedyState(self._steps, 1)
+
+    @property
+    def labels(self):
+        return list(self._search.hyps[0])
+
+    def feed(self, audio):
+        """Adds audio samples; decodes every encoder chunk they complete."""
+        m = self.meta
+        self._audio = np.concatenate([self._audio, np.asarray(audio, np.float32)])
+        if len(self._audio) >= m["frame_length"]:
+            new = (len(self._audio) - m["frame_length"]) // m["frame_step"] + 1
+            used = (new - 1) * m["frame_step"] + m["frame_length"]
+            frames = self._programs["features"](audio=self._audio[np.newaxis, :used])
+            self._audio = self._audio[new * m["frame_step"] :]
+            self._features = np.concatenate([self._features, frames["features"][0]])
+        while len(self._features) >= m["chunk_frames"]:
+            self._encode(self._features[: m["chunk_frames"]], m["chunk_frames"])
+            self._features = self._features[m["chunk_frames"] :]
+
+    def finish(self):
+        """Decodes the last, partial chunk; returns the transcript."""
+        m = self.meta
+        valid = len(self._features)
+        if valid:
+            padded = np.zeros([m["chunk_frames"], m["feature_dim"]], np.float32)
+            padded[:valid] = self._features
+            self._encode(padded, valid)
+            self._features = self._features[:0]
+        return self.text_encoder.decode(self.labels)
+
+    def _encode(self, chunk, valid):
+        m = self.meta
+        inputs = {f"state_{i}": s for i, s in enumerate(self._states)}
+        out = self._programs["encoder"](
+            features=chunk[np.newaxis], valid=np.array([valid], np.int32), **inputs
+        )
+        self._states = [out[f"new_state_{i}"] for i in range(m["encoder_states"])]
+        frames = -(-valid // m["stack"])  # the stacked frames with real input
+        greedy_continue(
+            out["encoder"],
+            [frames],
+            self._steps,
+            self._search,
+            self.max_symbols_per_frame,
+        )
+
+    def transcribe(self, audio, chunk_samples=1600):
+        """The transcript of a whole signal fed in chunks."""
+        self.reset()
+        audio = np.asarray(audio, np.float32)
+        for start in range(0, len(audio), chunk_samples):
+            self.feed(audio[start : start + chunk_samples])
+        return self.finish()

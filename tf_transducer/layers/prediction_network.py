@@ -1,0 +1,112 @@
+"""PredictionNetwork: the transducer's label model, LSTM or stateless."""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.layers._feature_base import check_positive
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class PredictionNetwork(keras.layers.Layer):
+    """Embeds the previous labels and summarises them for the joiner.
+
+    kind="lstm": Embedding + LSTM (the classic RNN-T prediction network);
+    kind="stateless": Embedding + a causal 1-D convolution over the last
+    `context_size` labels + ReLU (k2 / icefall's stateless decoder), whose
+    state is just those labels.
+
+    Inputs are label ids with the blank (0) as the start symbol: for training
+    [blank, y_1, ..., y_S] -> [B, S + 1, units].
+
+    Args:
+      vocab_size: classes including the blank.
+      embedding_dim: embedding width.
+      units: output width.
+      kind: "lstm" or "stateless".
+      context_size: labels seen by the stateless variant.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_dim=128,
+        units=256,
+        kind="lstm",
+        context_size=2,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive("vocab_size", vocab_size, int)
+        check_positive("embedding_dim", embedding_dim, int)
+        check_positive("units", units, int)
+        check_positive("context_size", context_size, int)
+        if kind not in ("lstm", "stateless"):
+            raise ValueError(f'kind must be "lstm" or "stateless", got {kind!r}')
+        self.vocab_size, self.embedding_dim, self.units = (
+            vocab_size,
+            embedding_dim,
+            units,
+        )
+        self.kind, self.context_size = kind, context_size
+        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim)
+        if kind == "lstm":
+            self.lstm = keras.layers.LSTM(
+                units, return_sequences=True, return_state=True
+            )
+        else:
+            self.conv = keras.layers.Dense(units)  # over the concatenated context
+
+    def build(self, labels_shape=None):
+        self.embedding.build((None, None))
+        if self.kind == "lstm":
+            self.lstm.build((None, None, self.embedding_dim))
+        else:
+            self.conv.build((None, None, self.embedding_dim * self.context_size))
+        self.built = True
+
+    def _context(self, embedded):
+        """[B, U, E] -> [B, U, context_size * E]: each label with its predecessors
+        (blank-embedded padding before the start)."""
+        k = self.context_size
+        pad = tf.repeat(self.embedding(tf.zeros([1, 1], tf.int32)), k - 1, axis=1)
+        pad = tf.tile(pad, [tf.shape(embedded)[0], 1, 1])
+        x = tf.concat([pad, embedded], axis=1)
+        windows = [x[:, i : tf.shape(x)[1] - (k - 1 - i)] for i in range(k)]
+        return tf.concat(windows, axis=-1)
+
+    def call(self, labels, training=None):
+        embedded = self.embedding(tf.cast(labels, tf.int32))
+        if self.kind == "lstm":
+            out, _, _ = self.lstm(embedded, training=training)
+            return out
+        return tf.nn.relu(self.conv(self._context(embedded)))
+
+    def initial_state(self, batch):
+        """LSTM: zero (h, c); stateless: the last context_size labels (blanks)."""
+        if self.kind == "lstm":
+            return [tf.zeros([batch, self.units]), tf.zeros([batch, self.units])]
+        return [tf.zeros([batch, self.context_size], tf.int32)]
+
+    def step(self, labels, state):
+        """One label per utterance [B] and the state -> (output [B, units], state)."""
+        labels = tf.cast(labels, tf.int32)
+        if self.kind == "lstm":
+            out, new_state = self.lstm.cell(
+                self.embedding(labels), list(state), training=False
+            )
+            return out, new_state
+        history = tf.concat([state[0][:, 1:], labels[:, None]], axis=1)
+        embedded = self.embedding(history)  # [B, k, E]
+        flat = tf.reshape(embedded, [-1, self.context_size * self.embedding_dim])
+        return tf.nn.relu(self.conv(flat)), [history]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            embedding_dim=self.embedding_dim,
+            units=self.units,
+            kind=self.kind,
+            context_size=self.context_size,
+        )
+        return config

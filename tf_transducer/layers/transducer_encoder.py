@@ -1,0 +1,102 @@
+"""TransducerEncoder: frame stacking + stacked LSTMs, offline or chunk by chunk."""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.layers._feature_base import check_positive, resolve_lengths
+from tf_transducer.layers.frame_stacking import FrameStacking
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class TransducerEncoder(keras.layers.Layer):
+    """Stacks `stack` frames (keeping every stack-th), then unidirectional LSTMs.
+
+    Streaming by construction: output frame j sees input frames up to
+    stack * (j + 1) - 1 only, so `step` on consecutive chunks (multiples of
+    `stack` frames, LSTM states carried) equals the offline call.
+
+    Args:
+      units: LSTM width (and output width).
+      num_layers: stacked LSTMs.
+      stack: input frames per output frame (subsampling).
+      dropout: between layers, in training.
+
+    Call arguments:
+      features: float [B, T, F]; lengths: optional int [B].
+
+    Returns:
+      (encoded [B, ceil(T / stack), units], lengths [B]).
+    """
+
+    def __init__(self, units=256, num_layers=2, stack=3, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        check_positive("units", units, int)
+        check_positive("num_layers", num_layers, int)
+        check_positive("stack", stack, int)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        self.units, self.num_layers, self.stack, self.dropout = (
+            units,
+            num_layers,
+            stack,
+            dropout,
+        )
+        self.stacking = FrameStacking(0, stack - 1, stride=stack)
+        self.lstms = [
+            keras.layers.LSTM(
+                units, return_sequences=True, return_state=True, name=f"lstm_{i}"
+            )
+            for i in range(num_layers)
+        ]
+        self.dropouts = [keras.layers.Dropout(dropout) for _ in range(num_layers)]
+
+    def build(self, features_shape, lengths_shape=None):
+        width = features_shape[-1] * self.stack
+        for lstm in self.lstms:
+            lstm.build((None, None, width))
+            width = self.units
+        self.built = True
+
+    def call(self, features, lengths=None, training=None):
+        lengths = resolve_lengths(features, lengths)
+        x, lengths = self.stacking(features, lengths)
+        mask = tf.sequence_mask(lengths, tf.shape(x)[1])
+        for lstm, dropout in zip(self.lstms, self.dropouts, strict=True):
+            x, _, _ = lstm(x, mask=mask, training=training)
+            x = dropout(x, training=training)
+        return x, lengths
+
+    def initial_state(self, batch):
+        """Zero (h, c) of every layer: a list of 2 * num_layers [batch, units]."""
+        return [tf.zeros([batch, self.units]) for _ in range(2 * self.num_layers)]
+
+    def step(self, features, states):
+        """A chunk of stack * n frames [B, stack * n, F] (n static) and the states
+        -> (encoded [B, n, units], new states). LSTMs unrolled (for TFLite)."""
+        if features.shape[1] is None or features.shape[1] % self.stack:
+            raise ValueError(
+                f"a streaming chunk needs a static multiple of stack={self.stack} "
+                f"frames, got {features.shape[1]}"
+            )
+        n = features.shape[1] // self.stack
+        x = tf.reshape(features, [-1, n, self.stack * features.shape[-1]])
+        new_states = []
+        for i, lstm in enumerate(self.lstms):
+            state = list(states[2 * i : 2 * i + 2])
+            outputs = []
+            for t in range(n):
+                out, state = lstm.cell(x[:, t], state, training=False)
+                outputs.append(out)
+            x = tf.stack(outputs, axis=1)
+            new_states += state
+        return x, new_states
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            units=self.units,
+            num_layers=self.num_layers,
+            stack=self.stack,
+            dropout=self.dropout,
+        )
+        return config

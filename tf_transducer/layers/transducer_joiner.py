@@ -1,0 +1,62 @@
+"""TransducerJoiner: projections, add, tanh, output projection."""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.layers._feature_base import check_positive
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class TransducerJoiner(keras.layers.Layer):
+    """logits = W_out tanh(W_enc encoder + W_dec decoder) + b.
+
+    `project_encoder` / `project_decoder` apply the input projections (done
+    once per frame and per label), `joint` the rest on projected inputs that
+    broadcast against each other, e.g. [B, T, 1, J] and [B, 1, U + 1, J] for
+    full logits, or [B, T, 1, J] and [B, T, s_range, J] for pruned ones (what
+    `PrunedRnntLoss` calls).
+
+    Args:
+      vocab_size: classes including the blank.
+      units: joint width J.
+    """
+
+    def __init__(self, vocab_size, units=256, **kwargs):
+        super().__init__(**kwargs)
+        check_positive("vocab_size", vocab_size, int)
+        check_positive("units", units, int)
+        self.vocab_size, self.units = vocab_size, units
+        self.supports_masking = True  # full logits keep the encoder's frame mask
+        self.encoder_projection = keras.layers.Dense(units, name="encoder_projection")
+        self.decoder_projection = keras.layers.Dense(
+            units, use_bias=False, name="decoder_projection"
+        )
+        self.output_projection = keras.layers.Dense(
+            vocab_size, name="output_projection"
+        )
+
+    def build(self, encoded_shape, decoded_shape=None):
+        self.encoder_projection.build((None, encoded_shape[-1]))
+        self.decoder_projection.build((None, (decoded_shape or encoded_shape)[-1]))
+        self.output_projection.build((None, self.units))
+        self.built = True
+
+    def project_encoder(self, encoded):
+        return self.encoder_projection(encoded)
+
+    def project_decoder(self, decoded):
+        return self.decoder_projection(decoded)
+
+    def joint(self, encoder_projected, decoder_projected):
+        return self.output_projection(tf.tanh(encoder_projected + decoder_projected))
+
+    def call(self, encoded, decoded):
+        """Full logits [B, T, U + 1, V] of encoded [B, T, H], decoded [B, U + 1, H]."""
+        enc = self.project_encoder(encoded)[:, :, tf.newaxis, :]
+        dec = self.project_decoder(decoded)[:, tf.newaxis, :, :]
+        return self.joint(enc, dec)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, units=self.units)
+        return config

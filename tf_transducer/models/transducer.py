@@ -1,0 +1,191 @@
+"""Transducer: an RNN-T model for model.compile(loss=RnntLoss() or PrunedRnntLoss())."""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.layers import (
+    FeatureNormalization,
+    LogMelSpectrogram,
+    PredictionNetwork,
+    SpecAugment,
+    TransducerEncoder,
+    TransducerJoiner,
+)
+from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class Transducer(keras.Model):
+    """An RNN transducer: encoder, prediction network, joiner (+ simple projections).
+
+    features (or audio, with `features` set) -> [global normalisation] ->
+    [SpecAugment, in training] -> TransducerEncoder -> per frame;
+    [blank] + labels -> PredictionNetwork -> per label; TransducerJoiner on
+    every (frame, label) pair (RnntLoss) or on the pruned ones
+    (PrunedRnntLoss, which also trains the linear "simple" projections).
+
+    `model(inputs)` returns {"encoder": [B, T', H], "lengths": [B]}; the loss
+    is computed in `compute_loss` from those and the labels y [B, S] (padded
+    with -1), so `compile(loss=RnntLoss())` / `compile(loss=PrunedRnntLoss())`
+    and `fit(dataset of ((features, lengths), labels))` just work.
+
+    Args:
+      vocab_size: classes including the blank (0).
+      feature_dim: features per frame (ignored when `features` is given).
+      features: None (features in), or a LogMelSpectrogram config dict (raw
+        audio in; the features are computed inside, as in the export).
+      normalization: None or "global" (FeatureNormalization, `adapt` it).
+      augment: None, a SpecAugment preset name or config dict.
+      encoder_units, encoder_layers, stack, encoder_dropout: TransducerEncoder.
+      predictor: "lstm" or "stateless"; embedding_dim, predictor_units,
+        context_size: PredictionNetwork.
+      joiner_units: TransducerJoiner width.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        feature_dim=80,
+        features=None,
+        normalization=None,
+        augment=None,
+        encoder_units=256,
+        encoder_layers=2,
+        stack=3,
+        encoder_dropout=0.0,
+        predictor="lstm",
+        embedding_dim=128,
+        predictor_units=256,
+        context_size=2,
+        joiner_units=256,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if normalization not in (None, "global"):
+            raise ValueError(
+                f'normalization must be None or "global", got {normalization!r}'
+            )
+        self.vocab_size = vocab_size
+        self.features_config = features
+        self.feature_layer = LogMelSpectrogram(**features) if features else None
+        self.feature_dim = self.feature_layer.n_mels if features else feature_dim
+        self.normalization = normalization
+        self.normalizer = FeatureNormalization("global") if normalization else None
+        self.augment = augment
+        if augment is None:
+            self.spec_augment = None
+        elif isinstance(augment, str):
+            self.spec_augment = SpecAugment.from_preset(augment)
+        else:
+            self.spec_augment = SpecAugment(**augment)
+        self.encoder = TransducerEncoder(
+            encoder_units, encoder_layers, stack, encoder_dropout
+        )
+        self.predictor = PredictionNetwork(
+            vocab_size, embedding_dim, predictor_units, predictor, context_size
+        )
+        self.joiner = TransducerJoiner(vocab_size, joiner_units)
+        self.simple_am = keras.layers.Dense(vocab_size, name="simple_am")
+        self.simple_lm = keras.layers.Dense(vocab_size, name="simple_lm")
+        self._config = dict(
+            vocab_size=vocab_size,
+            feature_dim=feature_dim,
+            features=features,
+            normalization=normalization,
+            augment=augment,
+            encoder_units=encoder_units,
+            encoder_layers=encoder_layers,
+            stack=stack,
+            encoder_dropout=encoder_dropout,
+            predictor=predictor,
+            embedding_dim=embedding_dim,
+            predictor_units=predictor_units,
+            context_size=context_size,
+            joiner_units=joiner_units,
+        )
+
+    def build(self, input_shape=None):
+        if self.normalizer is not None:
+            self.normalizer.build((None, None, self.feature_dim))
+        if self.spec_augment is not None:
+            self.spec_augment.build((None, None, self.feature_dim))
+        self.encoder.build((None, None, self.feature_dim))
+        self.predictor.build()
+        self.joiner.build((None, self.encoder.units), (None, self.predictor.units))
+        self.simple_am.build((None, self.encoder.units))
+        self.simple_lm.build((None, self.predictor.units))
+        self.built = True
+
+    def _split(self, inputs):
+        if isinstance(inputs, dict):
+            values = inputs.get("audio" if self.feature_layer else "features")
+            lengths = inputs.get("lengths")
+        elif isinstance(inputs, (list, tuple)):
+            values, lengths = inputs if len(inputs) == 2 else (inputs[0], None)
+        else:
+            values, lengths = inputs, None
+        if lengths is None:
+            lengths = tf.fill(tf.shape(values)[:1], tf.shape(values)[1])
+        return values, tf.cast(lengths, tf.int32)
+
+    def features(self, inputs):
+        """(normalised features [B, T, F], frames [B]) of the inputs."""
+        values, lengths = self._split(inputs)
+        if self.feature_layer is not None:
+            values, lengths = self.feature_layer(values, lengths)
+        if self.normalizer is not None:
+            values, lengths = self.normalizer(values, lengths)
+        return values, lengths
+
+    def encode(self, inputs, training=None):
+        """(encoded [B, T', H], lengths [B])."""
+        values, lengths = self.features(inputs)
+        if self.spec_augment is not None and training:
+            values = self.spec_augment(values, lengths, training=True)
+        return self.encoder(values, lengths, training=training)
+
+    def call(self, inputs, training=None):
+        encoded, lengths = self.encode(inputs, training=training)
+        return {"encoder": encoded, "lengths": lengths}
+
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        """The compiled RnntLoss / PrunedRnntLoss of labels y given y_pred."""
+        loss_fn = self.loss
+        if not isinstance(loss_fn, (RnntLoss, PrunedRnntLoss)):
+            raise ValueError(
+                "compile the Transducer with loss=RnntLoss(...) or "
+                f"PrunedRnntLoss(...), got {loss_fn!r}"
+            )
+        labels = tf.cast(y, tf.int32)
+        context = tf.concat(
+            [tf.zeros_like(labels[:, :1]), tf.maximum(labels, 0)], axis=1
+        )  # [blank] + labels, padding as blanks (never scored)
+        decoded = self.predictor(context, training=training)
+        encoded, lengths = y_pred["encoder"], y_pred["lengths"]
+        if isinstance(loss_fn, PrunedRnntLoss):
+            loss = loss_fn(
+                y,
+                dict(
+                    am=self.simple_am(encoded),
+                    lm=self.simple_lm(decoded),
+                    encoder=self.joiner.project_encoder(encoded),
+                    decoder=self.joiner.project_decoder(decoded),
+                    joiner=self.joiner.joint,
+                    logit_lengths=lengths,
+                ),
+                sample_weight,
+            )
+        else:
+            logits = self.joiner(encoded, decoded)
+            logits._keras_mask = tf.sequence_mask(lengths, tf.shape(logits)[1])
+            loss = loss_fn(y, logits, sample_weight)
+        for extra in self.losses:
+            loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
+        return loss
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self._config)
+        return config
