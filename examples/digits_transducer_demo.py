@@ -41,7 +41,7 @@ def main(argv):
     run_dir = os.path.join(WORK_DIR.value, "checkpoint")
     export_dir = os.path.join(WORK_DIR.value, "tflite")
 
-    banner(1, f"train on {manifest('digits_train')} (19 voices), {EPOCHS.value} epochs")
+    banner(1, f"train on {manifest('digits_train')} (41 voices), {EPOCHS.value} epochs")
     model, encoder, _ = recipe.train(
         manifest("digits_train"),
         "",
