@@ -24,7 +24,7 @@ tf_transducer/_ops.so: $(CC_FILES) setup.py | $(STAMP)
 build: tf_transducer/_ops.so
 
 demo: build
-	$(PY) examples/mutual_information_demo.py
+	$(PY) examples/digits_transducer_demo.py
 
 test: build
 	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
@@ -39,6 +39,7 @@ bench: build
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_spec_augment.py
 	$(PY) benchmarks/bench_deepspeech.py
+	$(PY) benchmarks/bench_transducer.py
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,163 @@
+"""The demo transducer: training step with the full vs the pruned loss, and the
+real-time factor of its quantised streaming TFLite programs.
+
+  * side by side (benchmarks/_harness.py), 2 threads: one training step
+    (forward, loss, backward, Adam) of the demo's model (40 log-mels at
+    8 kHz, 2 x 256 LSTM encoder stacking 3 frames, stateless prediction
+    network, 128 joiner, 12 word classes) on the same batch of 16 digit
+    utterances, with RnntLoss and with PrunedRnntLoss(s_range=4);
+  * streaming: TransducerStream(quantized=True, num_threads=1) in a process
+    pinned to one core over the 54 test utterances in 200 ms chunks (the
+    demo's export in --export_dir if present, else an untrained model of the
+    same size, which is noted).
+
+Usage: python benchmarks/bench_transducer.py [--rounds 10] [--export_dir D]
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness  # noqa: E402
+
+ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per configuration.", lower_bound=3)
+EXPORT_DIR = flags.DEFINE_string(
+    "export_dir", "runs/digits_demo/tflite", "Demo export."
+)
+WORKER = flags.DEFINE_string("worker", None, "Internal.")
+
+
+def _setup(threads):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return tf
+
+
+def _demo_model(vocab_size):
+    from tf_transducer.models import Transducer
+
+    model = Transducer(
+        vocab_size,
+        feature_dim=40,
+        normalization="global",
+        encoder_units=256,
+        predictor="stateless",
+        embedding_dim=64,
+        predictor_units=128,
+        joiner_units=128,
+    )
+    model.build()
+    return model
+
+
+def _digits(tf):
+    import csv
+
+    import tf_transducer as tt
+    from tf_transducer.data.corpora import manifest
+
+    with open(manifest("digits_train")) as f:
+        texts = [row["transcript"] for row in csv.DictReader(f)]
+    encoder = tt.SubwordEncoder.train(texts, 12, model_type="word")
+    features = tt.LogMelSpectrogram(sample_rate=8000, n_mels=40)
+    return encoder, features
+
+
+def serve_step(loss_name):
+    tf = _setup(2)
+    import keras
+
+    import tf_transducer as tt
+    from tf_transducer.data.corpora import manifest
+    from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+
+    encoder, features = _digits(tf)
+    data = tt.SpeechDataset(manifest("digits_train"), encoder, 8000, features)
+    batch = next(iter(data.dataset(16, seed=0)))
+    x, y = (batch["features"], batch["feature_length"]), batch["labels"]
+    keras.utils.set_random_seed(0)
+    model = _demo_model(encoder.vocab_size)
+    loss = RnntLoss() if loss_name == "full" else PrunedRnntLoss(s_range=4)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
+    model.train_on_batch(x, y)
+    _harness.serve(lambda: model.train_on_batch(x, y))
+
+
+def rtf(export_dir):
+    os.sched_setaffinity(0, {0})
+    _setup(1)
+    import soundfile as sf
+
+    import tf_transducer as tt
+    from tf_transducer.data.corpora import manifest
+    from tf_transducer.export import TransducerStream
+
+    stream = TransducerStream(export_dir, quantized=True, num_threads=1)
+    data = tt.SpeechDataset(manifest("digits_test"), stream.text_encoder, 8000)
+    audio = [sf.read(p, dtype="float32")[0] for p in data.paths]
+    stream.transcribe(audio[0])  # warm-up
+    start = time.perf_counter()
+    for a in audio:
+        stream.transcribe(a, chunk_samples=1600)
+    print((time.perf_counter() - start) / sum(data.durations))
+
+
+def main(argv):
+    del argv
+    if WORKER.value:
+        what, *rest = WORKER.value.split(",")
+        serve_step(rest[0]) if what == "step" else rtf(rest[0])
+        return
+    import subprocess
+
+    commands = {
+        name: [sys.executable, __file__, f"--worker=step,{name}"]
+        for name in ("full", "pruned")
+    }
+    seconds, _ = _harness.run_interleaved(commands, ROUNDS.value)
+    export_dir, note = EXPORT_DIR.value, "the demo's trained export"
+    with tempfile.TemporaryDirectory() as folder:
+        if not os.path.isfile(os.path.join(export_dir, "export.json")):
+            tf = _setup(2)
+            from tf_transducer.export import export_transducer
+
+            encoder, features = _digits(tf)
+            export_dir, note = (
+                os.path.join(folder, "e"),
+                "an untrained model of its size",
+            )
+            export_transducer(
+                _demo_model(encoder.vocab_size), export_dir, encoder, features
+            )
+        out = subprocess.run(
+            [sys.executable, __file__, f"--worker=rtf,{export_dir}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        )
+        factor = float(out.stdout.strip().splitlines()[-1])
+    print(f"medians of {ROUNDS.value} interleaved rounds, batch 16, 2 threads\n")
+    print("| what | measured | goal |")
+    print("| --- | --- | --- |")
+    print(f"| training step, RnntLoss | {seconds['full'] * 1e3:.1f} ms | |")
+    print(
+        "| training step, PrunedRnntLoss(s_range=4) | "
+        f"{seconds['pruned'] * 1e3:.1f} ms | |"
+    )
+    print(f"| pruned / full | {seconds['pruned'] / seconds['full']:.2f} | |")
+    print(
+        f"| streaming RTF, quantised TFLite, 1 thread ({note}) | {factor:.4f} ", end=""
+    )
+    print("| <= 0.05 |")
+
+
+if __name__ == "__main__":
+    app.run(main)
