@@ -27,7 +27,7 @@ from tf_transducer.cli import transducer as recipe  # noqa: E402
 from tf_transducer.data.corpora import manifest  # noqa: E402
 
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/digits_demo", "Outputs.")
-EPOCHS = flags.DEFINE_integer("epochs", 100, "Training epochs.", lower_bound=1)
+EPOCHS = flags.DEFINE_integer("demo_epochs", 100, "Training epochs.", lower_bound=1)
 SAMPLE_RATE, N_MELS = 8000, 40
 
 
