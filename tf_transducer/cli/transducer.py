@@ -217,6 +217,9 @@ def train(
     ]
     if dev_data is not None:
         callbacks.append(WerCallback(dev_data, encoder))
+        callbacks.append(
+            keras.callbacks.EarlyStopping("val_loss", patience=max(5, epochs // 5))
+        )
     history = model.fit(
         _pairs(train_ds),
         validation_data=_pairs(dev_data.dataset(64, shuffle=False))
