@@ -35,70 +35,69 @@ import sys
 
 from absl import app, flags, logging
 
+from tf_transducer.cli import define
+
 FLAGS = flags.FLAGS
 
 # Data.
-flags.DEFINE_string(
-    "train_files", "", "Comma-separated training manifests (.csv / .jsonl)."
+define(
+    "string", "train_files", "", "Comma-separated training manifests (.csv / .jsonl)."
 )
-flags.DEFINE_string("dev_files", "", "Comma-separated validation manifests.")
-flags.DEFINE_string("test_files", "", "Comma-separated test manifests.")
-flags.DEFINE_integer("train_batch_size", 16, "Training batch size.", lower_bound=1)
-flags.DEFINE_integer("dev_batch_size", 16, "Validation batch size.", lower_bound=1)
-flags.DEFINE_integer("test_batch_size", 16, "Test batch size.", lower_bound=1)
-flags.DEFINE_string(
+define("string", "dev_files", "", "Comma-separated validation manifests.")
+define("string", "test_files", "", "Comma-separated test manifests.")
+define("integer", "train_batch_size", 16, "Training batch size.", lower_bound=1)
+define("integer", "dev_batch_size", 16, "Validation batch size.", lower_bound=1)
+define("integer", "test_batch_size", 16, "Test batch size.", lower_bound=1)
+define(
+    "string",
     "alphabet_config_path",
     "",
     "Alphabet file (default: space, a-z and the apostrophe).",
 )
-flags.DEFINE_integer("audio_sample_rate", 16000, "Sample rate of the model's audio.")
-flags.DEFINE_float("feature_win_len", 32.0, "MFCC window, ms.")
-flags.DEFINE_float("feature_win_step", 20.0, "MFCC step, ms.")
-flags.DEFINE_bool(
-    "skip_bad", False, "Drop (and count) unusable items instead of failing."
-)
+define("integer", "audio_sample_rate", 16000, "Sample rate of the model's audio.")
+define("float", "feature_win_len", 32.0, "MFCC window, ms.")
+define("float", "feature_win_step", 20.0, "MFCC step, ms.")
+define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
 # Model.
-flags.DEFINE_integer("n_hidden", 2048, "Width of the hidden layers and the LSTM.")
-flags.DEFINE_integer("n_context", 9, "Context frames on each side.")
-flags.DEFINE_float("relu_clip", 20.0, "Ceiling of the clipped ReLUs.")
-flags.DEFINE_float("dropout_rate", 0.05, "Dropout of layer 1 (and of others at -1).")
+define("integer", "n_hidden", 2048, "Width of the hidden layers and the LSTM.")
+define("integer", "n_context", 9, "Context frames on each side.")
+define("float", "relu_clip", 20.0, "Ceiling of the clipped ReLUs.")
+define("float", "dropout_rate", 0.05, "Dropout of layer 1 (and of others at -1).")
 for _i in range(2, 7):
-    flags.DEFINE_float(f"dropout_rate{_i}", -1.0, f"Dropout {_i} (-1: --dropout_rate).")
-flags.DEFINE_enum(
-    "augment", "none", ["none", "LB", "LD", "SM", "SS"], "SpecAugment policy."
+    define("float", f"dropout_rate{_i}", -1.0, f"Dropout {_i} (-1: --dropout_rate).")
+define(
+    "enum", "augment", "none", ["none", "LB", "LD", "SM", "SS"], "SpecAugment policy."
 )
 # Training.
-flags.DEFINE_integer("epochs", 75, "Training epochs.", lower_bound=1)
-flags.DEFINE_integer(
-    "train_steps_per_epoch", 0, "Batches per epoch (0: the whole set)."
-)
-flags.DEFINE_float("learning_rate", 0.001, "Adam's learning rate.")
-flags.DEFINE_float("beta1", 0.9, "Adam's beta 1.")
-flags.DEFINE_float("beta2", 0.999, "Adam's beta 2.")
-flags.DEFINE_float("epsilon", 1e-8, "Adam's epsilon.")
-flags.DEFINE_integer("random_seed", 4568, "Seed of weights, shuffling and dropout.")
-flags.DEFINE_bool("early_stop", True, "Stop when the validation loss stops improving.")
-flags.DEFINE_integer("es_epochs", 25, "Early-stopping patience, epochs.")
-flags.DEFINE_float("es_min_delta", 0.05, "Smallest validation-loss improvement.")
-flags.DEFINE_string("checkpoint_dir", "", "Weights, config, backups and history.")
-flags.DEFINE_string(
-    "summary_dir", "", "TensorBoard logs (default: checkpoint_dir/summaries)."
+define("integer", "epochs", 75, "Training epochs.", lower_bound=1)
+define("integer", "train_steps_per_epoch", 0, "Batches per epoch (0: the whole set).")
+define("float", "learning_rate", 0.001, "Adam's learning rate.")
+define("float", "beta1", 0.9, "Adam's beta 1.")
+define("float", "beta2", 0.999, "Adam's beta 2.")
+define("float", "epsilon", 1e-8, "Adam's epsilon.")
+define("integer", "random_seed", 4568, "Seed of weights, shuffling and dropout.")
+define("bool", "early_stop", True, "Stop when the validation loss stops improving.")
+define("integer", "es_epochs", 25, "Early-stopping patience, epochs.")
+define("float", "es_min_delta", 0.05, "Smallest validation-loss improvement.")
+define("string", "checkpoint_dir", "", "Weights, config, backups and history.")
+define(
+    "string", "summary_dir", "", "TensorBoard logs (default: checkpoint_dir/summaries)."
 )
 # Export and inference.
-flags.DEFINE_string("export_dir", "", "Where to write the streaming TFLite programs.")
-flags.DEFINE_bool("export_tflite", True, "Export TFLite programs (the only format).")
-flags.DEFINE_integer("n_steps", 16, "Frames per streaming step of the export.")
-flags.DEFINE_bool("export_quantized", False, "Transcribe with the quantised export.")
-flags.DEFINE_string("one_shot_infer", "", "A WAV file to transcribe.")
-flags.DEFINE_string(
-    "lm_binary_path", "", "KenLM model (or ARPA file) for the beam search."
+define("string", "export_dir", "", "Where to write the streaming TFLite programs.")
+define("bool", "export_tflite", True, "Export TFLite programs (the only format).")
+define("integer", "n_steps", 16, "Frames per streaming step of the export.")
+define("bool", "export_quantized", False, "Transcribe with the quantised export.")
+define("string", "one_shot_infer", "", "A WAV file to transcribe.")
+define(
+    "string", "lm_binary_path", "", "KenLM model (or ARPA file) for the beam search."
 )
-flags.DEFINE_float("lm_alpha", 0.75, "Language model weight.")
-flags.DEFINE_float("lm_beta", 1.85, "Word insertion bonus.")
-flags.DEFINE_integer(
-    "beam_width", 1, "Beam width of the decoder (1: greedy).", lower_bound=1
+define("float", "lm_alpha", 0.75, "Language model weight.")
+define("float", "lm_beta", 1.85, "Word insertion bonus.")
+define(
+    "integer", "beam_width", 1, "Beam width of the decoder (1: greedy).", lower_bound=1
 )
-flags.DEFINE_integer("report_count", 5, "Example transcripts in the test report.")
+define("integer", "report_count", 5, "Example transcripts in the test report.")
 
 WEIGHTS = "best.weights.h5"
 CONFIG = "model.json"

@@ -18,37 +18,35 @@ import sys
 
 from absl import app, flags, logging
 
+from tf_transducer.cli import define
+
 FLAGS = flags.FLAGS
 COMMANDS = ("train", "evaluate", "export", "transcribe")
 
-flags.DEFINE_string("train_files", "", "Comma-separated training manifests.")
-flags.DEFINE_string("dev_files", "", "Comma-separated validation manifests.")
-flags.DEFINE_string("test_files", "", "Comma-separated test manifests.")
-flags.DEFINE_string("checkpoint_dir", "", "Model, text encoder, backups, history.")
-flags.DEFINE_string("export_dir", "", "Streaming TFLite programs.")
-flags.DEFINE_string("wav", "", "transcribe: the WAV file.")
-flags.DEFINE_integer("audio_sample_rate", 16000, "Sample rate of the model's audio.")
-flags.DEFINE_integer("n_mels", 80, "Log-mel bands.")
-flags.DEFINE_float("max_duration", 30.0, "Longest utterance, seconds.")
-flags.DEFINE_enum("text_encoder", "chars", ["chars", "words", "subwords"], "Units.")
-flags.DEFINE_integer("vocab_size", 256, "SentencePiece vocabulary (subwords).")
-flags.DEFINE_integer("train_batch_size", 16, "Training batch size.", lower_bound=1)
-flags.DEFINE_integer("epochs", 50, "Training epochs.", lower_bound=1)
-flags.DEFINE_float("learning_rate", 0.004, "Peak Adam learning rate (cosine decay).")
-flags.DEFINE_enum("loss", "full", ["full", "pruned"], "RnntLoss or PrunedRnntLoss.")
-flags.DEFINE_integer("encoder_units", 256, "Encoder LSTM width.")
-flags.DEFINE_integer("encoder_layers", 2, "Encoder LSTMs.")
-flags.DEFINE_integer("stack", 3, "Frames stacked per encoder step.")
-flags.DEFINE_enum(
-    "predictor", "stateless", ["lstm", "stateless"], "Prediction network."
-)
-flags.DEFINE_string("augment", "default", "SpecAugment: default, none, LB, LD, SM, SS.")
-flags.DEFINE_integer("beam_width", 1, "1: greedy; else modified beam search.")
-flags.DEFINE_integer("random_seed", 0, "Seed of weights, shuffling, augmentation.")
-flags.DEFINE_bool(
-    "skip_bad", False, "Drop (and count) unusable items instead of failing."
-)
-flags.DEFINE_bool("export_quantized", False, "transcribe with the quantised programs.")
+define("string", "train_files", "", "Comma-separated training manifests.")
+define("string", "dev_files", "", "Comma-separated validation manifests.")
+define("string", "test_files", "", "Comma-separated test manifests.")
+define("string", "checkpoint_dir", "", "Model, text encoder, backups, history.")
+define("string", "export_dir", "", "Streaming TFLite programs.")
+define("string", "wav", "", "transcribe: the WAV file.")
+define("integer", "audio_sample_rate", 16000, "Sample rate of the model's audio.")
+define("integer", "n_mels", 80, "Log-mel bands.")
+define("float", "max_duration", 30.0, "Longest utterance, seconds.")
+define("enum", "text_encoder", "chars", ["chars", "words", "subwords"], "Units.")
+define("integer", "vocab_size", 256, "SentencePiece vocabulary (subwords).")
+define("integer", "train_batch_size", 16, "Training batch size.", lower_bound=1)
+define("integer", "epochs", 50, "Training epochs.", lower_bound=1)
+define("float", "learning_rate", 0.004, "Peak Adam learning rate (cosine decay).")
+define("enum", "loss", "full", ["full", "pruned"], "RnntLoss or PrunedRnntLoss.")
+define("integer", "encoder_units", 256, "Encoder LSTM width.")
+define("integer", "encoder_layers", 2, "Encoder LSTMs.")
+define("integer", "stack", 3, "Frames stacked per encoder step.")
+define("enum", "predictor", "stateless", ["lstm", "stateless"], "Prediction network.")
+define("string", "transducer_augment", "default", "SpecAugment: default, none, LB, LD, SM, SS.")
+define("integer", "beam_width", 1, "1: greedy; else modified beam search.")
+define("integer", "random_seed", 0, "Seed of weights, shuffling, augmentation.")
+define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
+define("bool", "export_quantized", False, "transcribe with the quantised programs.")
 
 MODEL_FILE, ENCODER_FILE = "best.keras", "text_encoder.json"
 
@@ -340,7 +338,7 @@ def main(argv):
                 FLAGS.encoder_layers,
                 FLAGS.stack,
                 FLAGS.predictor,
-                FLAGS.augment,
+                FLAGS.transducer_augment,
                 FLAGS.random_seed,
                 FLAGS.skip_bad,
                 1 if sys.stdout.isatty() else 2,
