@@ -42,7 +42,12 @@ define("integer", "encoder_units", 256, "Encoder LSTM width.")
 define("integer", "encoder_layers", 2, "Encoder LSTMs.")
 define("integer", "stack", 3, "Frames stacked per encoder step.")
 define("enum", "predictor", "stateless", ["lstm", "stateless"], "Prediction network.")
-define("string", "transducer_augment", "default", "SpecAugment: default, none, LB, LD, SM, SS.")
+define(
+    "string",
+    "transducer_augment",
+    "default",
+    "SpecAugment: default, none, LB, LD, SM, SS.",
+)
 define("integer", "beam_width", 1, "1: greedy; else modified beam search.")
 define("integer", "random_seed", 0, "Seed of weights, shuffling, augmentation.")
 define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
