@@ -100,7 +100,13 @@ def main(argv):
         f"  streamed = offline greedy: {same}/{len(test.paths)} (float), "
         f"{same_quantized}/{len(test.paths)} (quantised)"
     )
-    print(f"  quantised real-time factor, 1 thread: {compute / seconds:.3f}")
+    from tf_transducer.decoding import word_error_rate
+
+    quantized_wer = word_error_rate(test.transcripts, quantized_texts)
+    print(
+        f"  quantised programs: WER {quantized_wer:.3f}, real-time factor "
+        f"{compute / seconds:.3f} on 1 thread"
+    )
     print(f"\ndone in {time.time() - start:.0f} s; test-voice WER {wer:.3f}")
     return 0 if np.isfinite(wer) else 1
 
