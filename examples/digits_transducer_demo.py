@@ -81,6 +81,7 @@ def main(argv):
     float_stream = TransducerStream(export_dir)
     progress = keras.utils.Progbar(len(test.paths), unit_name="file")
     same, same_quantized, seconds, compute = 0, 0, 0.0, 0.0
+    quantized_texts = []
     for i, path in enumerate(test.paths):
         audio, _ = sf.read(path, dtype="float32")
         same += float_stream.transcribe(audio) == offline[i]
@@ -89,11 +90,12 @@ def main(argv):
         compute += time.perf_counter() - began
         seconds += len(audio) / SAMPLE_RATE
         same_quantized += text == offline[i]
+        quantized_texts.append(text)
         progress.add(1)
     held_out = test.paths[0]
     audio, _ = sf.read(held_out, dtype="float32")
     print(
-        f"  {os.path.basename(held_out)}: {stream.transcribe(audio)!r} "
+        f"  {os.path.basename(held_out)}: {float_stream.transcribe(audio)!r} "
         f"(reference {test.transcripts[0]!r})"
     )
     print(
