@@ -47,8 +47,8 @@ def two_clips():
     )
 
 
-# With the full loss the over-fit does not reliably reach an exactly
-# greedy-decodable alignment within the step budget yet: a long check.
+# With the full loss the over-fit does not yet reach an alignment that greedy
+# search decodes exactly (open in issue 7): a long check, run by test-all.
 @pytest.fixture(
     scope="module", params=[pytest.param("full", marks=pytest.mark.slow), "pruned"]
 )
@@ -68,10 +68,13 @@ def overfit(request):
     )
     model.build()
     model.normalizer.adapt([x])
-    # The delay penalty (icefall's) keeps the over-fitted alignment from
-    # holding labels back, where greedy search would not follow it.
+    # The delay penalty keeps the over-fitted pruned alignment from holding
+    # labels back where greedy search would not follow it. On the full
+    # lattice a penalty this large is degenerate (all labels at frame 0 earn
+    # more than they cost), and without it the over-fit still loses the
+    # last labels to greedy search: that case is the slow, failing one.
     if request.param == "full":
-        loss = RnntLoss(delay_penalty=0.05)
+        loss = RnntLoss()
     else:
         loss = PrunedRnntLoss(s_range=5, delay_penalty=0.05)
     model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=5.0), loss=loss)
