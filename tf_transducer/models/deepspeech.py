@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.layers import FrameStacking, Mfcc, SpecAugment
+from tf_transducer.models._inputs import split_inputs
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -135,16 +136,7 @@ class DeepSpeech(keras.Model):
         return (2 * self.n_context + 1) * self.n_input
 
     def _split(self, inputs):
-        if isinstance(inputs, dict):
-            values = inputs.get("audio" if self.audio_input else "features")
-            lengths = inputs.get("lengths")
-        elif isinstance(inputs, (list, tuple)):
-            values, lengths = inputs if len(inputs) == 2 else (inputs[0], None)
-        else:
-            values, lengths = inputs, None
-        if lengths is None:
-            lengths = tf.fill(tf.shape(values)[:1], tf.shape(values)[1])
-        return values, tf.cast(lengths, tf.int32)
+        return split_inputs(inputs, "audio" if self.audio_input else "features")
 
     def features(self, inputs, training=None):
         """(MFCCs [B, T, n_input], frames [B]) of the inputs, augmented in training."""

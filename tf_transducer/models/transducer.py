@@ -12,6 +12,7 @@ from tf_transducer.layers import (
     TransducerJoiner,
 )
 from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+from tf_transducer.models._inputs import split_inputs
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -117,16 +118,7 @@ class Transducer(keras.Model):
         self.built = True
 
     def _split(self, inputs):
-        if isinstance(inputs, dict):
-            values = inputs.get("audio" if self.feature_layer else "features")
-            lengths = inputs.get("lengths")
-        elif isinstance(inputs, (list, tuple)):
-            values, lengths = inputs if len(inputs) == 2 else (inputs[0], None)
-        else:
-            values, lengths = inputs, None
-        if lengths is None:
-            lengths = tf.fill(tf.shape(values)[:1], tf.shape(values)[1])
-        return values, tf.cast(lengths, tf.int32)
+        return split_inputs(inputs, "audio" if self.feature_layer else "features")
 
     def features(self, inputs):
         """(normalised features [B, T, F], frames [B]) of the inputs."""

@@ -1,0 +1,21 @@
+"""How the models take their inputs: values alone, (values, lengths) or a dict."""
+
+import tensorflow as tf
+
+
+def split_inputs(inputs, key):
+    """(values, int32 lengths [B]) of model inputs.
+
+    inputs: values [B, T, ...]; (values, lengths); or a dict with `key`
+    ("features" or "audio") and optionally "lengths". Missing lengths mean
+    all T.
+    """
+    if isinstance(inputs, dict):
+        values, lengths = inputs.get(key), inputs.get("lengths")
+    elif isinstance(inputs, (list, tuple)):
+        values, lengths = inputs if len(inputs) == 2 else (inputs[0], None)
+    else:
+        values, lengths = inputs, None
+    if lengths is None:
+        lengths = tf.fill(tf.shape(values)[:1], tf.shape(values)[1])
+    return values, tf.cast(lengths, tf.int32)
