@@ -36,6 +36,7 @@ import sys
 from absl import app, flags, logging
 
 from tf_transducer.cli import define
+from tf_transducer.cli._common import CliError, keras_pairs, manifest_paths, read_wav
 
 FLAGS = flags.FLAGS
 
@@ -103,17 +104,8 @@ WEIGHTS = "best.weights.h5"
 CONFIG = "model.json"
 
 
-class CliError(Exception):
-    """A problem with the user's input: printed, exit code 1."""
-
-
 def _manifests(flag):
-    value = getattr(FLAGS, flag)
-    paths = [p for p in value.split(",") if p]
-    for path in paths:
-        if not os.path.isfile(path):
-            raise CliError(f"--{flag}: manifest {path!r} does not exist")
-    return paths
+    return manifest_paths(getattr(FLAGS, flag), flag)
 
 
 def _alphabet():
@@ -168,10 +160,6 @@ def _speech_data(flag, alphabet, mfcc):
     return data
 
 
-def _keras_batches(dataset):
-    return dataset.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
-
-
 def _model_config(alphabet):
     return dict(
         num_classes=alphabet.vocab_size,
@@ -224,14 +212,14 @@ def train(extra_callbacks=()):
             loss=CtcLoss(),
             jit_compile=False,
         )
-    train_ds = _keras_batches(
+    train_ds = keras_pairs(
         train_data.dataset(
             FLAGS.train_batch_size, seed=FLAGS.random_seed, bucket_boundaries="auto"
         )  # fmt: skip
     )
     dev_ds = None
     if dev_data is not None:
-        dev_ds = _keras_batches(dev_data.dataset(FLAGS.dev_batch_size, shuffle=False))
+        dev_ds = keras_pairs(dev_data.dataset(FLAGS.dev_batch_size, shuffle=False))
     monitor = "val_loss" if dev_ds is not None else "loss"
     summaries = FLAGS.summary_dir or os.path.join(FLAGS.checkpoint_dir, "summaries")
     callbacks = [
@@ -343,32 +331,13 @@ def export():
         print(f"exported {os.path.join(FLAGS.export_dir, name)} ({size / 1e6:.1f} MB)")
 
 
-def _read_wav(path, sample_rate):
-    import soundfile as sf
-
-    if not os.path.isfile(path):
-        raise CliError(f"--one_shot_infer: {path!r} does not exist")
-    try:
-        audio, rate = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as error:
-        raise CliError(
-            f"--one_shot_infer: {path!r} is not readable audio ({error})"
-        ) from None
-    if rate != sample_rate:
-        raise CliError(
-            f"--one_shot_infer: {path!r} is sampled at {rate} Hz; the model expects "
-            f"{sample_rate} Hz (--audio_sample_rate)"
-        )
-    return audio.mean(axis=1)
-
-
 def transcribe():
     """Prints and returns the transcript of --one_shot_infer."""
     import numpy as np
 
     if FLAGS.checkpoint_dir:
         model, alphabet = load_checkpoint()
-        audio = _read_wav(FLAGS.one_shot_infer, model.sample_rate)
+        audio = read_wav(FLAGS.one_shot_infer, model.sample_rate, "one_shot_infer")
         mfcc, frames = model.mfcc(audio[np.newaxis])
         logits = model((mfcc, frames), training=False).numpy()
         (labels,) = _decode(logits, frames.numpy(), _scorer(alphabet))
@@ -377,7 +346,7 @@ def transcribe():
         from tf_transducer.export import DeepSpeechStream
 
         stream = DeepSpeechStream(FLAGS.export_dir, quantized=FLAGS.export_quantized)
-        audio = _read_wav(FLAGS.one_shot_infer, stream.sample_rate)
+        audio = read_wav(FLAGS.one_shot_infer, stream.sample_rate, "one_shot_infer")
         text, _ = stream.transcribe(
             audio, beam_width=FLAGS.beam_width, scorer=_scorer(stream.alphabet),
             alpha=FLAGS.lm_alpha, beta=FLAGS.lm_beta,

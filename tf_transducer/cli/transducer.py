@@ -19,6 +19,7 @@ import sys
 from absl import app, flags, logging
 
 from tf_transducer.cli import define
+from tf_transducer.cli._common import CliError, keras_pairs, manifest_paths, read_wav
 
 FLAGS = flags.FLAGS
 COMMANDS = ("train", "evaluate", "export", "transcribe")
@@ -54,20 +55,6 @@ define("bool", "skip_bad", False, "Drop (and count) unusable items instead of fa
 define("bool", "export_quantized", False, "transcribe with the quantised programs.")
 
 MODEL_FILE, ENCODER_FILE = "best.keras", "text_encoder.json"
-
-
-class CliError(Exception):
-    """Bad user input: printed, exit code 1."""
-
-
-def _manifests(value, flag):
-    paths = [p for p in value.split(",") if p]
-    if not paths:
-        raise CliError(f"--{flag} is needed")
-    for path in paths:
-        if not os.path.isfile(path):
-            raise CliError(f"--{flag}: manifest {path!r} does not exist")
-    return paths
 
 
 def make_text_encoder(kind, transcripts, vocab_size=256):
@@ -108,10 +95,6 @@ def speech_data(manifests, encoder, sample_rate, n_mels, max_duration, skip_bad=
     return data, features
 
 
-def _pairs(ds):
-    return ds.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
-
-
 def train(
     train_files,
     dev_files,
@@ -148,7 +131,7 @@ def train(
     from tf_transducer.models import Transducer
 
     keras.utils.set_random_seed(seed)
-    train_manifests = _manifests(train_files, "train_files")
+    train_manifests = manifest_paths(train_files, "train_files", required=True)
     transcripts = [u.transcript for p in train_manifests for u in read_manifest(p)]
     encoder = make_text_encoder(text_encoder, transcripts, vocab_size)
     train_data, _ = speech_data(
@@ -157,7 +140,7 @@ def train(
     dev_data = None
     if dev_files:
         dev_data, _ = speech_data(
-            _manifests(dev_files, "dev_files"),
+            manifest_paths(dev_files, "dev_files", required=True),
             encoder,
             sample_rate,
             n_mels,
@@ -224,8 +207,8 @@ def train(
             keras.callbacks.EarlyStopping("val_loss", patience=max(5, epochs // 5))
         )
     history = model.fit(
-        _pairs(train_ds),
-        validation_data=_pairs(dev_data.dataset(64, shuffle=False))
+        keras_pairs(train_ds),
+        validation_data=keras_pairs(dev_data.dataset(64, shuffle=False))
         if dev_data
         else None,
         epochs=epochs,
@@ -301,23 +284,6 @@ def load_checkpoint(checkpoint_dir):
     return model, encoder
 
 
-def read_wav(path, sample_rate):
-    import soundfile as sf
-
-    if not os.path.isfile(path):
-        raise CliError(f"--wav: {path!r} does not exist")
-    try:
-        audio, rate = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as error:
-        raise CliError(f"--wav: {path!r} is not readable audio ({error})") from None
-    if rate != sample_rate:
-        raise CliError(
-            f"--wav: {path!r} is sampled at {rate} Hz; the model expects "
-            f"{sample_rate} Hz"
-        )
-    return audio.mean(axis=1)
-
-
 def main(argv):
     if len(argv) != 2 or argv[1] not in COMMANDS:
         raise app.UsageError(f"give one command: {' | '.join(COMMANDS)}")
@@ -351,7 +317,7 @@ def main(argv):
         elif command == "evaluate":
             model, encoder = load_checkpoint(FLAGS.checkpoint_dir)
             data, _ = speech_data(
-                _manifests(FLAGS.test_files, "test_files"),
+                manifest_paths(FLAGS.test_files, "test_files", required=True),
                 encoder,
                 FLAGS.audio_sample_rate,
                 model.feature_dim,
@@ -384,7 +350,7 @@ def main(argv):
             stream = TransducerStream(
                 FLAGS.export_dir, quantized=FLAGS.export_quantized
             )
-            print(stream.transcribe(read_wav(FLAGS.wav, stream.sample_rate)))
+            print(stream.transcribe(read_wav(FLAGS.wav, stream.sample_rate, "wav")))
     except (CliError, ValueError, FileNotFoundError) as error:
         logging.error("%s", error)
         print(f"error: {error}", file=sys.stderr)

@@ -1,0 +1,41 @@
+"""What the command lines share: user errors, manifest lists, WAV input, batches."""
+
+import os
+
+
+class CliError(Exception):
+    """A problem with the user's input: printed, exit code 1."""
+
+
+def manifest_paths(value, flag, required=False):
+    """The comma-separated manifests of a flag, each checked to exist."""
+    paths = [p for p in value.split(",") if p]
+    if required and not paths:
+        raise CliError(f"--{flag} is needed")
+    for path in paths:
+        if not os.path.isfile(path):
+            raise CliError(f"--{flag}: manifest {path!r} does not exist")
+    return paths
+
+
+def read_wav(path, sample_rate, flag):
+    """float32 mono samples of an audio file that must be at sample_rate."""
+    import soundfile as sf
+
+    if not os.path.isfile(path):
+        raise CliError(f"--{flag}: {path!r} does not exist")
+    try:
+        audio, rate = sf.read(path, dtype="float32", always_2d=True)
+    except Exception as error:
+        raise CliError(f"--{flag}: {path!r} is not readable audio ({error})") from None
+    if rate != sample_rate:
+        raise CliError(
+            f"--{flag}: {path!r} is sampled at {rate} Hz; the model expects "
+            f"{sample_rate} Hz (--audio_sample_rate)"
+        )
+    return audio.mean(axis=1)
+
+
+def keras_pairs(dataset):
+    """SpeechDataset batches -> ((features, feature_length), labels) for fit."""
+    return dataset.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
