@@ -35,6 +35,34 @@ def test_train_evaluate_export_transcribe(tmp_path):
     result = run("evaluate", test_files=manifest("digits_test"), **common)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "54 utterances: WER" in result.stdout
+    digits = "zero one two three four five six seven eight nine".split()
+    lm = tmp_path / "digits.arpa"
+    unigrams = [f"-1.0\t{w}\t0.0" for w in ["<s>", "</s>", "<unk>", *digits]]
+    bigrams = [f"-0.5\t{w} {w}" for w in digits]  # KenLM wants n >= 2
+    lm.write_text(
+        f"\\data\\\nngram 1={len(unigrams)}\nngram 2={len(bigrams)}\n\n"
+        + "\\1-grams:\n"
+        + "\n".join(unigrams)
+        + "\n\n\\2-grams:\n"
+        + "\n".join(bigrams)
+        + "\n\n\\end\\\n"
+    )
+    result = run(
+        "evaluate",
+        test_files=manifest("digits_test"),
+        beam_width=2,
+        lm_binary_path=lm,
+        **common,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "54 utterances: WER" in result.stdout
+    result = run(
+        "evaluate",
+        test_files=manifest("digits_test"),
+        lm_binary_path="no.arpa",
+        **common,
+    )
+    assert result.returncode == 1 and "--lm_binary_path: 'no.arpa'" in result.stderr
     result = run("export", export_dir=export_dir, **common)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (export_dir / "encoder.quant.tflite").is_file()
@@ -43,8 +71,7 @@ def test_train_evaluate_export_transcribe(tmp_path):
     sf.write(tmp_path / "a.wav", audio, rate, subtype="PCM_16")
     result = run("transcribe", export_dir=export_dir, wav=tmp_path / "a.wav")
     assert result.returncode == 0, result.stderr[-3000:]
-    words = set("zero one two three four five six seven eight nine".split())
-    assert set(result.stdout.split()) <= words
+    assert set(result.stdout.split()) <= set(digits)
     sf.write(tmp_path / "b.wav", np.zeros(16000), 16000, subtype="PCM_16")
     result = run("transcribe", export_dir=export_dir, wav=tmp_path / "b.wav")
     assert result.returncode == 1

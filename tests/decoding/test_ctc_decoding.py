@@ -73,39 +73,6 @@ def test_wide_beam_finds_the_most_probable_labelling(seed):
     assert ctc_beam_search(logits[None], beam_width=200)[0] == best
 
 
-# An ARPA file: probability <tab> words <tab> back-off (log10).
-ARPA = "\n".join(
-    [
-        "\\data\\",
-        "ngram 1=6",
-        "ngram 2=3",
-        "",
-        "\\1-grams:",
-        "-1.0\t<s>\t-0.5",
-        "-1.0\t</s>",
-        "-0.7\ta\t-0.3",
-        "-0.9\tcat\t-0.2",
-        "-0.9\tcab\t-0.2",
-        "-3.0\t<unk>",
-        "",
-        "\\2-grams:",
-        "-0.2\t<s> a",
-        "-0.1\ta cat",
-        "-0.3\tcat </s>",
-        "",
-        "\\end\\",
-        "",
-    ]
-)
-
-
-@pytest.fixture
-def arpa(tmp_path):
-    path = tmp_path / "lm.arpa"
-    path.write_text(ARPA)
-    return str(path)
-
-
 def test_arpa_model_backs_off(arpa):
     lm = ArpaModel(arpa)
     state = lm.begin_state()
@@ -159,6 +126,14 @@ def test_bad_language_model_files(tmp_path):
     bad.write_text("\\data\\\n\\1-grams:\n-1.0\n")
     with pytest.raises(ValueError, match="bad.arpa:3: not an ARPA n-gram line"):
         ArpaModel(str(bad))
+
+
+def test_kenlm_names_the_file_it_cannot_read(tmp_path):
+    pytest.importorskip("kenlm")
+    bad = tmp_path / "unigram.arpa"
+    bad.write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\ta\n\n\\end\\\n")
+    with pytest.raises(ValueError, match="unigram.arpa'.*KenLM cannot read it"):
+        KenLMModel(str(bad))
 
 
 def test_error_rates():

@@ -1,4 +1,4 @@
-"""What the command lines share: user errors, manifest lists, WAV input, batches."""
+"""What the command lines share: user errors, manifests, LMs, WAV input, batches."""
 
 import os
 
@@ -16,6 +16,17 @@ def manifest_paths(value, flag, required=False):
         if not os.path.isfile(path):
             raise CliError(f"--{flag}: manifest {path!r} does not exist")
     return paths
+
+
+def word_scorer(path, text_encoder, flag="lm_binary_path"):
+    """A WordScorer over the KenLM / ARPA model at path, or None without one."""
+    if not path:
+        return None
+    from tf_transducer.decoding import WordScorer, load_language_model
+
+    if not os.path.isfile(path):
+        raise CliError(f"--{flag}: {path!r} does not exist")
+    return WordScorer(load_language_model(path), text_encoder)
 
 
 def read_wav(path, sample_rate, flag):

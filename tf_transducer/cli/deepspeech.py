@@ -36,7 +36,13 @@ import sys
 from absl import app, flags, logging
 
 from tf_transducer.cli import define
-from tf_transducer.cli._common import CliError, keras_pairs, manifest_paths, read_wav
+from tf_transducer.cli._common import (
+    CliError,
+    keras_pairs,
+    manifest_paths,
+    read_wav,
+    word_scorer,
+)
 
 FLAGS = flags.FLAGS
 
@@ -277,13 +283,7 @@ def load_checkpoint():
 
 
 def _scorer(alphabet):
-    if not FLAGS.lm_binary_path:
-        return None
-    from tf_transducer.decoding import WordScorer, load_language_model
-
-    if not os.path.isfile(FLAGS.lm_binary_path):
-        raise CliError(f"--lm_binary_path: {FLAGS.lm_binary_path!r} does not exist")
-    return WordScorer(load_language_model(FLAGS.lm_binary_path), alphabet)
+    return word_scorer(FLAGS.lm_binary_path, alphabet)
 
 
 def _decode(logits, lengths, scorer):

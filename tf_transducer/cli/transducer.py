@@ -19,7 +19,13 @@ import sys
 from absl import app, flags, logging
 
 from tf_transducer.cli import define
-from tf_transducer.cli._common import CliError, keras_pairs, manifest_paths, read_wav
+from tf_transducer.cli._common import (
+    CliError,
+    keras_pairs,
+    manifest_paths,
+    read_wav,
+    word_scorer,
+)
 
 FLAGS = flags.FLAGS
 COMMANDS = ("train", "evaluate", "export", "transcribe")
@@ -50,6 +56,11 @@ define(
     "SpecAugment: default, none, LB, LD, SM, SS.",
 )
 define("integer", "beam_width", 1, "1: greedy; else modified beam search.")
+define(
+    "string", "lm_binary_path", "", "KenLM model (or ARPA file) for the beam search."
+)
+define("float", "lm_alpha", 0.75, "Language model weight.")
+define("float", "lm_beta", 1.85, "Word insertion bonus.")
 define("integer", "random_seed", 0, "Seed of weights, shuffling, augmentation.")
 define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
 define("bool", "export_quantized", False, "transcribe with the quantised programs.")
@@ -218,25 +229,40 @@ def train(
     return model, encoder, history
 
 
-def _decode_batch(model, batch, beam_width):
+def _decode_batch(model, batch, beam_width, scorer=None, alpha=0.75, beta=1.85):
     from tf_transducer.decoding.transducer import (
         transducer_beam_search,
         transducer_greedy_decode,
     )
 
     inputs = (batch["features"], batch["feature_length"])
-    if beam_width == 1:
+    if beam_width == 1 and scorer is None:
         return transducer_greedy_decode(model, inputs)
-    return transducer_beam_search(model, inputs, beam_width)
+    return transducer_beam_search(
+        model, inputs, beam_width, scorer=scorer, alpha=alpha, beta=beta
+    )
 
 
-def evaluate(model, encoder, data, beam_width=1, batch_size=64):
-    """(WER, CER, [(reference, hypothesis)]) of a model on a SpeechDataset."""
+def evaluate(
+    model,
+    encoder,
+    data,
+    beam_width=1,
+    batch_size=64,
+    scorer=None,
+    alpha=0.75,
+    beta=1.85,
+):
+    """(WER, CER, [(reference, hypothesis)]) of a model on a SpeechDataset.
+
+    beam_width 1 without a scorer is greedy search; otherwise modified beam
+    search, with the scorer's LM weighted by alpha and beta per word.
+    """
     from tf_transducer.decoding import char_error_rate, word_error_rate
 
     pairs = []
     for batch in data.dataset(batch_size, shuffle=False):
-        hyps = _decode_batch(model, batch, beam_width)
+        hyps = _decode_batch(model, batch, beam_width, scorer, alpha, beta)
         for index, labels in zip(batch["index"].numpy(), hyps, strict=True):
             pairs.append((data.transcripts[index], encoder.decode(labels)))
     refs, hyps = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -324,7 +350,15 @@ def main(argv):
                 FLAGS.max_duration,
                 FLAGS.skip_bad,
             )
-            wer, cer, pairs = evaluate(model, encoder, data, FLAGS.beam_width)
+            wer, cer, pairs = evaluate(
+                model,
+                encoder,
+                data,
+                FLAGS.beam_width,
+                scorer=word_scorer(FLAGS.lm_binary_path, encoder),
+                alpha=FLAGS.lm_alpha,
+                beta=FLAGS.lm_beta,
+            )
             print(f"{len(pairs)} utterances: WER {wer:.3f}, CER {cer:.3f}")
             for ref, hyp in pairs[:5]:
                 print(f" - ref: {ref!r}\n   hyp: {hyp!r}")

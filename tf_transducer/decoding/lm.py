@@ -1,4 +1,4 @@
-"""Word n-gram language models for CTC beam search (shallow fusion).
+"""Word n-gram language models for CTC and transducer beam search (shallow fusion).
 
 Two back ends with one interface (`begin_state()`, `score(state, word) ->
 (log10 probability, next state)`, `end_score(state)`):
@@ -8,7 +8,7 @@ Two back ends with one interface (`begin_state()`, `score(state, word) ->
 - `ArpaModel`: a plain-Python reader of ARPA files with Katz back-off, for
   small models and for machines without kenlm.
 
-`WordScorer` plugs either into `ctc_beam_search`.
+`WordScorer` plugs either into `ctc_beam_search` and the transducer searches.
 """
 
 import math
@@ -31,7 +31,13 @@ class KenLMModel:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"language model {path!r} does not exist")
         self._kenlm = kenlm
-        self.model = kenlm.Model(path)
+        try:
+            self.model = kenlm.Model(path)
+        except OSError as error:
+            reason = str(error).split(" threw ")[-1]
+            raise ValueError(
+                f"language model {path!r}: KenLM cannot read it ({reason})"
+            ) from None
 
     def begin_state(self):
         state = self._kenlm.State()
@@ -111,11 +117,17 @@ def load_language_model(path):
 
 
 class WordScorer:
-    """Scores the words of CTC prefixes with a language model (natural log).
+    """Scores the words of label prefixes with a language model (natural log).
+
+    Works with any text encoder whose `decode(labels)` gives text with words
+    split by `space`: characters, SentencePiece subwords or whole words. A
+    word is scored once the text has moved past it (a space or another word
+    followed); the trailing word and the end of the sentence at `finish`.
+    Used by the CTC and transducer beam searches.
 
     Args:
       model: a KenLMModel or ArpaModel.
-      alphabet: maps label ids to characters (`CharacterAlphabet`).
+      alphabet: the text encoder (`CharacterAlphabet`, `SubwordEncoder`, ...).
       space: the character that ends a word.
     """
 
@@ -127,22 +139,22 @@ class WordScorer:
     def start(self):
         return self.model.begin_state(), 0.0, 0
 
-    def _last_word(self, prefix):
-        text = self.alphabet.decode(prefix)
-        return text.rsplit(self.space, 1)[-1]
+    def _words(self, labels):
+        text = self.alphabet.decode(list(labels))
+        words = text.split(self.space)
+        return [w for w in words if w], text.endswith(self.space)
 
     def extend(self, beam, prefix, label):
-        """Called when label is appended to prefix: scores a completed word."""
-        if self.alphabet.decode([label]) != self.space:
-            return
-        word = self._last_word(prefix)
-        if word:
+        """Called when label is appended to prefix: scores completed words."""
+        words, ended = self._words(tuple(prefix) + (label,))
+        done = words if ended else words[:-1]
+        for word in done[beam.words :]:
             self._add(beam, word)
 
     def finish(self, beam, prefix):
         """Scores the trailing word and the end of the sentence."""
-        word = self._last_word(prefix)
-        if word:
+        words, _ = self._words(prefix)
+        for word in words[beam.words :]:
             self._add(beam, word)
         beam.lm_score += LN10 * self.model.end_score(beam.lm_state)
 
