@@ -1,0 +1,262 @@
+"""RecognitionLattice against hand arithmetic and brute-force path enumeration."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf_transducer.lattice import RecognitionLattice
+from tf_transducer.lattice.alignments import FrameDependent, FrameLabelDependent
+from tf_transducer.lattice.contexts import FullNGram
+from tf_transducer.lattice.semirings import Log, MaxTropical, Real
+from tf_transducer.lattice.weight_fns import (
+    JointWeightFn,
+    LocallyNormalizedWeightFn,
+    NullCacher,
+    SharedRNNCacher,
+    TableWeightFn,
+)
+
+
+def table_lattice(table, context, alignment):
+    return RecognitionLattice(context, alignment, NullCacher(), TableWeightFn(table))
+
+
+def frames_of(inputs):
+    """Frames whose first feature is the table's input index: [B, T, 1]."""
+    return tf.constant(np.asarray(inputs, np.float32)[..., None])
+
+
+def test_two_frames_by_hand():
+    # Vocabulary {a}, context = the last label (states: 0 = nothing yet, 1 = "a"),
+    # one blank or one label per frame. Real weights b[t, c] and l[t, c]:
+    b = {(0, 0): 2.0, (1, 0): 3.0, (1, 1): 5.0}
+    lab = {(0, 0): 7.0, (1, 0): 11.0, (1, 1): 13.0}
+    table = np.zeros((2, 2, 2))  # [input = frame index, context state, blank / a]
+    for (t, c), w in b.items():
+        table[t, c, 0] = math.log(w)
+    for (t, c), w in lab.items():
+        table[t, c, 1] = math.log(w)
+    lattice = table_lattice(table, FullNGram(1, 1), FrameDependent())
+    x = frames_of([[0, 1]])
+    # every alignment:  blank blank | blank a | a blank | a a
+    z = 2 * 3 + 2 * 11 + 7 * 5 + 7 * 13
+    assert float(lattice.forward(x, [2], Real)[0]) == pytest.approx(z)
+    assert float(lattice.forward(x, [2], Log)[0]) == pytest.approx(math.log(z))
+    assert float(lattice.forward(x, [2], MaxTropical)[0]) == pytest.approx(math.log(91))
+    spelled_a = 2 * 11 + 7 * 5  # the paths that spell "a"
+    got = lattice.string_forward(x, [2], [[1]], [1], Real)
+    assert float(got[0]) == pytest.approx(spelled_a)
+    loss = lattice(x, [2], [[1]], [1])
+    assert float(loss[0]) == pytest.approx(math.log(z) - math.log(spelled_a), rel=1e-6)
+    labels, count, weight = lattice.shortest_path(x, [2])
+    assert labels.numpy().tolist() == [[1, 1]] and count.numpy().tolist() == [2]
+    assert float(weight[0]) == pytest.approx(math.log(7 * 13))
+
+
+def enumerate_paths(table, inputs, context, max_expansions):
+    """Every path: (log weight, labels, alignment labels), float64."""
+    V = table.shape[-1] - 1
+    nxt = context.next_state_table().numpy()
+    if max_expansions is None:
+        per_frame = [(0,)] + [(y,) for y in range(1, V + 1)]
+    else:
+        per_frame = [
+            (*s, 0)
+            for j in range(max_expansions + 1)
+            for s in itertools.product(range(1, V + 1), repeat=j)
+        ]
+    paths = []
+    for choice in itertools.product(per_frame, repeat=len(inputs)):
+        state, weight, labels, aligned = context.start(), 0.0, [], []
+        for t, segment in enumerate(choice):
+            for y in segment:
+                weight += table[inputs[t], state, y]
+                aligned.append(y)
+                if y:
+                    state = nxt[state, y - 1]
+                    labels.append(y)
+        paths.append((weight, tuple(labels), aligned))
+    return paths
+
+
+ALIGNMENTS = {
+    "frame": lambda: FrameDependent(),
+    "label1": lambda: FrameLabelDependent(1),
+    "label2": lambda: FrameLabelDependent(2),
+}
+
+
+@pytest.mark.parametrize("alignment", sorted(ALIGNMENTS))
+@pytest.mark.parametrize("context_size", [0, 1, 2])
+def test_against_every_path(alignment, context_size):
+    V, T = 2, 3
+    context = FullNGram(V, context_size)
+    rng = np.random.default_rng(context_size)
+    table = rng.normal(size=(T, context.shape()[0], 1 + V))
+    lattice = table_lattice(table, context, ALIGNMENTS[alignment]())
+    k = None if alignment == "frame" else int(alignment[-1])
+    paths = enumerate_paths(table, list(range(T)), context, k)
+    weights = np.array([p[0] for p in paths])
+    x = frames_of([list(range(T))])
+    log_z = np.logaddexp.reduce(weights)
+    np.testing.assert_allclose(lattice.forward(x, [T]), [log_z], rtol=1e-5)
+    np.testing.assert_allclose(
+        lattice.forward(x, [T], Real), [np.exp(weights).sum()], rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        lattice.forward(x, [T], MaxTropical), [weights.max()], rtol=1e-5
+    )
+    for labels in [(), (1,), (2, 1), (1, 1, 2)]:
+        spelled = [w for w, y, _ in paths if y == labels]
+        expected = np.logaddexp.reduce(spelled) if spelled else -np.inf
+        padded = [list(labels) + [0] * (3 - len(labels))]
+        got = lattice.string_forward(x, [T], padded, [len(labels)])
+        np.testing.assert_allclose(got, [expected], rtol=1e-5)
+        if spelled:
+            np.testing.assert_allclose(
+                lattice(x, [T], padded, [len(labels)]), [log_z - expected], rtol=1e-5
+            )
+    aligned, count, weight = lattice.shortest_path(x, [T])
+    best = paths[int(np.argmax(weights))]
+    assert aligned.numpy()[0, : count[0]].tolist() == best[2]
+    assert (aligned.numpy()[0, count[0] :] == 0).all()
+    np.testing.assert_allclose(weight, [best[0]], rtol=1e-5)
+
+
+def joint_lattice(alignment=None, local=False, vocab=3, context_size=1, seed=0):
+    context = FullNGram(vocab, context_size)
+    weight_fn = JointWeightFn(vocab, 8)
+    if local:
+        weight_fn = LocallyNormalizedWeightFn(weight_fn)
+    lattice = RecognitionLattice(
+        context,
+        alignment or FrameLabelDependent(2),
+        lambda c: SharedRNNCacher(vocab, context_size, 6, 5),
+        weight_fn,
+    )
+    rng = np.random.default_rng(seed)
+    frames = tf.constant(rng.normal(size=(3, 5, 4)), tf.float32)
+    labels = tf.constant([[1, 3, 2, 2], [2, 0, 0, 0], [3, 1, 0, 0]])
+    return lattice, frames, [5, 3, 4], labels, [4, 1, 2]
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_padding_changes_nothing(local):
+    lattice, frames, num_frames, labels, num_labels = joint_lattice(local=local)
+    batched = lattice(frames, num_frames, labels, num_labels).numpy()
+    paths = lattice.shortest_path(frames, num_frames)
+    for b in range(3):
+        T, U = num_frames[b], num_labels[b]
+        one = lattice(frames[b : b + 1, :T], [T], labels[b : b + 1, :U], [U])
+        assert float(one[0]) == pytest.approx(batched[b], rel=1e-5)
+        # and garbage in the padding changes nothing either
+        noisy = tf.concat([frames[b : b + 1, :T], 100 + frames[b : b + 1, T:]], 1)
+        junk = tf.concat([labels[b : b + 1, :U], 3 - labels[b : b + 1, U:] * 0], 1)
+        again = lattice(noisy, [T], junk, [U])
+        assert float(again[0]) == pytest.approx(batched[b], rel=1e-5)
+        single = lattice.shortest_path(frames[b : b + 1, :T], [T])
+        n = int(single[1][0])
+        assert int(paths[1][b]) == n
+        assert paths[0].numpy()[b, :n].tolist() == single[0].numpy()[0, :n].tolist()
+        assert float(paths[2][b]) == pytest.approx(float(single[2][0]), rel=1e-5)
+
+
+def test_no_frames_is_the_semiring_one():
+    lattice, frames, _, labels, _ = joint_lattice()
+    for semiring, one in ((Log, 0.0), (Real, 1.0), (MaxTropical, 0.0)):
+        np.testing.assert_allclose(
+            lattice.forward(frames, [0, 0, 0], semiring), [one] * 3
+        )
+    empty = lattice.string_forward(frames, [0, 0, 0], labels, [0, 0, 0])
+    np.testing.assert_allclose(empty, [0.0] * 3)
+    np.testing.assert_allclose(lattice(frames, [0, 0, 0], labels, [0, 0, 0]), [0.0] * 3)
+    aligned, count, weight = lattice.shortest_path(frames, [0, 0, 0])
+    assert count.numpy().tolist() == [0, 0, 0] and (weight.numpy() == 0).all()
+
+
+@pytest.mark.parametrize("alignment", sorted(ALIGNMENTS))
+def test_backward_marginals_are_forward_gradients(alignment):
+    lattice, frames, num_frames, _, _ = joint_lattice(ALIGNMENTS[alignment]())
+    cache = lattice.build_cache()
+    blank, lexical = lattice.weight_fn(cache, frames)
+    with tf.GradientTape() as tape:
+        tape.watch([blank, lexical])
+        alpha = lattice._forward_alpha(blank, lexical, tf.constant(num_frames), Log)
+        log_z = Log.sum(alpha, -1)
+    grad_blank, grad_lexical = tape.gradient(log_z, [blank, lexical])
+    got_z, blank_m, lexical_m = lattice.backward(frames, num_frames, cache=cache)
+    np.testing.assert_allclose(got_z, log_z, rtol=1e-5)
+    np.testing.assert_allclose(tf.reduce_sum(blank_m, 2), grad_blank, atol=1e-5)
+    np.testing.assert_allclose(tf.reduce_sum(lexical_m, 2), grad_lexical, atol=1e-5)
+    # every path leaves each valid frame by exactly one arc: a blank, or (one
+    # label per frame) a label
+    per_frame = tf.reduce_sum(blank_m, [2, 3])
+    if alignment == "frame":
+        per_frame += tf.reduce_sum(lexical_m, [2, 3, 4])
+    per_frame = per_frame.numpy()
+    for b, n in enumerate(num_frames):
+        np.testing.assert_allclose(per_frame[b, :n], 1.0, rtol=1e-5)
+        np.testing.assert_allclose(per_frame[b, n:], 0.0)
+
+
+def test_global_loss_gradient_equals_autodiff():
+    lattice, frames, num_frames, labels, num_labels = joint_lattice(FrameDependent())
+    lattice(frames, num_frames, labels, num_labels)
+    variables = lattice.trainable_variables
+    with tf.GradientTape(persistent=True) as tape:
+        loss = tf.reduce_sum(lattice(frames, num_frames, labels, num_labels))
+        reference = tf.reduce_sum(
+            lattice.forward(frames, num_frames)
+            - lattice.string_forward(frames, num_frames, labels, num_labels)
+        )
+    np.testing.assert_allclose(loss, reference, rtol=1e-6)
+    for got, want in zip(
+        tape.gradient(loss, variables), tape.gradient(reference, variables), strict=True
+    ):
+        got, want = tf.convert_to_tensor(got), tf.convert_to_tensor(want)
+        np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-4)
+
+
+def test_local_normalization_needs_no_denominator():
+    lattice, frames, num_frames, labels, num_labels = joint_lattice(
+        FrameDependent(), local=True
+    )
+    # locally normalised, one arc per frame: all paths sum to probability 1
+    np.testing.assert_allclose(
+        lattice.forward(frames, num_frames), [0.0] * 3, atol=1e-5
+    )
+    loss = lattice(frames, num_frames, labels, num_labels)
+    numerator = lattice.string_forward(frames, num_frames, labels, num_labels)
+    np.testing.assert_allclose(loss, -numerator, rtol=1e-6)
+    assert lattice.locally_normalized
+
+
+def test_bad_inputs():
+    lattice, frames, num_frames, labels, num_labels = joint_lattice()
+    with pytest.raises(
+        ValueError, match=r"batch sizes differ: \{'frames': 3, 'num_frames': 2"
+    ):
+        lattice(frames, [5, 3], labels, num_labels)
+    with pytest.raises(
+        ValueError, match=r"labels must be in \[1, vocab_size=3\].*\[4\]"
+    ):
+        lattice(frames, num_frames, tf.constant([[1, 4], [1, 0], [1, 0]]), [2, 1, 1])
+    with pytest.raises(
+        ValueError, match=r"labels must be in \[1, vocab_size=3\].*\[0\]"
+    ):
+        lattice(frames, num_frames, tf.constant([[1, 0], [1, 0], [1, 0]]), [2, 1, 1])
+    with pytest.raises(ValueError, match="frames must be .B, T, F., got shape"):
+        lattice.forward(frames[0], num_frames)
+    with pytest.raises(ValueError, match="weight_fn_factory must be a WeightFn"):
+        RecognitionLattice(FullNGram(2, 1), FrameDependent(), NullCacher(), "table")
+    with pytest.raises(ValueError, match="context must be a ContextDependency"):
+        RecognitionLattice(
+            None, FrameDependent(), NullCacher(), TableWeightFn(np.zeros((1, 1, 2)))
+        )
+    with pytest.raises(ValueError, match="give lift="):
+        from tf_transducer.lattice.semirings import LogLogExpectation
+
+        lattice.forward(frames, num_frames, LogLogExpectation)

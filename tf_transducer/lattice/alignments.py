@@ -1,0 +1,266 @@
+"""Time-synchronous alignment lattices (`last.alignments`).
+
+A frame-local alignment lattice is a small acyclic automaton over two
+kinds of arcs, "blank" and "lexical", with one final state; the alignment
+lattice repeats it once per frame, its final state being the next frame's
+start. `FrameDependent`: each frame takes one blank or one label.
+`FrameLabelDependent(k)`: each frame takes up to k labels, then a blank.
+
+Each method advances by one frame. Weights come per non-final frame-local
+state a (lists of num_states() entries): blank[a] [..., C] and lexical[a]
+[..., C, V] over the context states C (or, for `string_forward`, over the
+U + 1 states of one label string, lexical[a][..., u] being the weight of
+emitting label u + 1). A state without a lexical arc ignores its entry.
+"""
+
+import abc
+
+import tensorflow as tf
+
+from tf_transducer.lattice import semirings
+
+
+def _expand(value, axis=-1):
+    return tf.nest.map_structure(lambda v: tf.expand_dims(v, axis), value)
+
+
+def shift_down(x, semiring):
+    """output[..., i + 1] = x[..., i]; output[..., 0] = the semiring zero."""
+
+    def shift(v, zero):
+        return tf.concat([zero, v[..., :-1]], axis=-1)
+
+    leaves = tf.nest.flatten(x)
+    shape = tf.concat([tf.shape(leaves[0])[:-1], [1]], 0)
+    zero = semiring.zeros(shape, tf.nest.map_structure(lambda v: v.dtype, x))
+    return tf.nest.map_structure(shift, x, zero)
+
+
+def check_num_weights(alignment, blank, lexical):
+    """ValueError unless blank and lexical have one entry per alignment state."""
+    n = alignment.num_states()
+    if len(blank) != n or len(lexical) != n:
+        raise ValueError(
+            f"{type(alignment).__name__} has {n} frame-local states: give {n} blank "
+            f"and {n} lexical weights, got {len(blank)} and {len(lexical)}"
+        )
+
+
+class TimeSyncAlignmentLattice(abc.ABC):
+    """The interface of time-synchronous alignment lattices."""
+
+    @abc.abstractmethod
+    def num_states(self):
+        """Non-final frame-local states."""
+
+    @abc.abstractmethod
+    def start(self):
+        """The frame-local start state."""
+
+    @abc.abstractmethod
+    def blank_next(self, state):
+        """State after a blank from state: None (no arc), start() when the arc
+        ends the frame, or another frame-local state."""
+
+    @abc.abstractmethod
+    def lexical_next(self, state):
+        """State after a label from state (as blank_next)."""
+
+    @abc.abstractmethod
+    def topological_visit(self):
+        """The non-final frame-local states in topological order."""
+
+    def forward(self, alpha, blank, lexical, context, semiring):
+        """One frame of the forward algorithm over the recognition lattice.
+
+        Args:
+          alpha: [..., C] weights of (frame start, context state).
+          blank, lexical: per frame-local state, [..., C] and [..., C, V].
+          context: the ContextDependency.
+          semiring: the semiring to sum paths in.
+
+        Returns:
+          [..., C] weights of the next frame's start states.
+        """
+        check_num_weights(self, blank, lexical)
+        return self._sweep(
+            alpha,
+            blank,
+            lexical,
+            semiring,
+            lambda w, lex: context.forward_reduce(
+                semiring.times(_expand(w), lex), semiring
+            ),
+        )
+
+    def string_forward(self, alpha, blank, lexical, semiring):
+        """One frame of the forward algorithm over the lattice intersected with
+        one label string (a chain of U + 1 context states).
+
+        Args:
+          alpha: [..., U + 1].
+          blank, lexical: per frame-local state, [..., U + 1] each.
+
+        Returns:
+          [..., U + 1] weights after the frame.
+        """
+        check_num_weights(self, blank, lexical)
+        return self._sweep(
+            alpha,
+            blank,
+            lexical,
+            semiring,
+            lambda w, lex: shift_down(semiring.times(w, lex), semiring),
+        )
+
+    def _sweep(self, alpha, blank, lexical, semiring, emit):
+        """Pushes alpha through the frame-local states in topological order."""
+        start = self.start()
+        at, out = {start: alpha}, {}
+
+        def add(state, value):
+            table = out if state == start else at
+            key = 0 if state == start else state
+            table[key] = value if key not in table else semiring.plus(table[key], value)
+
+        for a in self.topological_visit():
+            if a not in at:
+                continue
+            w = at.pop(a)
+            if self.blank_next(a) is not None:
+                add(self.blank_next(a), semiring.times(w, blank[a]))
+            if self.lexical_next(a) is not None:
+                add(self.lexical_next(a), emit(w, lexical[a]))
+        return out[0]
+
+    def backward(self, alpha, blank, lexical, beta, log_z, context):
+        """One frame of the backward algorithm (Log semiring): arc marginals.
+
+        Args:
+          alpha: [..., C] forward weights of this frame's start states.
+          blank, lexical: per frame-local state, [..., C] and [..., C, V].
+          beta: [..., C] backward weights of the next frame's start states.
+          log_z: [...] the log sum of all paths.
+          context: the ContextDependency.
+
+        Returns:
+          (beta of this frame's start states [..., C], blank marginals per
+          frame-local state [..., C], lexical marginals per state [..., C, V]),
+          the marginals being probabilities of taking each arc.
+        """
+        check_num_weights(self, blank, lexical)
+        log = semirings.Log
+        start, order = self.start(), self.topological_visit()
+        nowhere = log.zeros(tf.shape(alpha), alpha.dtype)
+
+        def add(table, state, value):
+            table[state] = (
+                value if state not in table else log.plus(table[state], value)
+            )
+
+        # Forward weights of the frame-local states inside this frame.
+        fwd = {start: alpha}
+        for a in order:
+            w = fwd.get(a, nowhere)
+            if self.blank_next(a) not in (None, start):
+                add(fwd, self.blank_next(a), w + blank[a])
+            if self.lexical_next(a) not in (None, start):
+                lex = context.forward_reduce(w[..., None] + lexical[a], log)
+                add(fwd, self.lexical_next(a), lex)
+
+        # Backward weights, in reverse topological order.
+        bwd = {}
+
+        def after(state):
+            return beta if state == start else bwd.get(state, nowhere)
+
+        for a in reversed(order):
+            value = nowhere
+            if self.blank_next(a) is not None:
+                value = log.plus(value, blank[a] + after(self.blank_next(a)))
+            if self.lexical_next(a) is not None:
+                into = context.backward_broadcast(after(self.lexical_next(a)))
+                value = log.plus(value, log.sum(lexical[a] + into, axis=-1))
+            bwd[a] = value
+
+        finite = tf.math.is_finite(log_z)[..., None]
+        safe_z = tf.where(finite, log_z[..., None], tf.zeros_like(log_z[..., None]))
+
+        def probability(logw, extra_dims):
+            f, z = finite, safe_z
+            for _ in range(extra_dims):
+                f, z = f[..., None], z[..., None]
+            return tf.where(f, tf.exp(logw - z), tf.zeros_like(logw))
+
+        blank_marginals, lexical_marginals = [], []
+        for a in range(self.num_states()):
+            w = fwd.get(a, nowhere)
+            if self.blank_next(a) is None:
+                blank_marginals.append(tf.zeros_like(blank[a]))
+            else:
+                blank_marginals.append(
+                    probability(w + blank[a] + after(self.blank_next(a)), 0)
+                )
+            if self.lexical_next(a) is None:
+                lexical_marginals.append(tf.zeros_like(lexical[a]))
+            else:
+                into = context.backward_broadcast(after(self.lexical_next(a)))
+                lexical_marginals.append(
+                    probability(w[..., None] + lexical[a] + into, 1)
+                )
+        return bwd[start], blank_marginals, lexical_marginals
+
+
+class FrameDependent(TimeSyncAlignmentLattice):
+    """Each frame is aligned to one blank or one label."""
+
+    def num_states(self):
+        return 1
+
+    def start(self):
+        return 0
+
+    def blank_next(self, state):
+        return 0
+
+    def lexical_next(self, state):
+        return 0
+
+    def topological_visit(self):
+        return [0]
+
+    def __repr__(self):
+        return "FrameDependent()"
+
+
+class FrameLabelDependent(TimeSyncAlignmentLattice):
+    """Each frame is aligned to up to max_expansions labels, then a blank.
+
+    Frame-local state i has taken i labels in this frame; from it a blank
+    ends the frame, a label (if i < max_expansions) leads to i + 1.
+    """
+
+    def __init__(self, max_expansions):
+        if not isinstance(max_expansions, int) or max_expansions < 1:
+            raise ValueError(
+                f"max_expansions must be an int >= 1, got {max_expansions!r}"
+            )
+        self.max_expansions = max_expansions
+
+    def num_states(self):
+        return self.max_expansions + 1
+
+    def start(self):
+        return 0
+
+    def blank_next(self, state):
+        return 0
+
+    def lexical_next(self, state):
+        return state + 1 if state < self.max_expansions else None
+
+    def topological_visit(self):
+        return list(range(self.num_states()))
+
+    def __repr__(self):
+        return f"FrameLabelDependent(max_expansions={self.max_expansions})"

@@ -1,0 +1,434 @@
+"""Recognition lattices in the GNAT formulation (`last.RecognitionLattice`).
+
+The lattice over T frames has a state (t, a, c) for every frame t, frame-
+local alignment state a and context state c. A blank arc keeps c; a label
+arc c -y-> c' follows the context dependency. Arc weights come from the
+weight function at (frame t, context state c). Start: (0, start, start of
+the context); final: (T, start, any c).
+
+The sequence loss is -log P(y | x) with
+
+    log P(y | x) = string_forward(y) - log Z
+
+where string_forward sums the paths that spell y, and log Z (all paths) is
+0 for a locally normalised weight function (`LocallyNormalizedWeightFn`)
+and the Log-semiring forward otherwise. The gradient of log Z is computed
+from the forward-backward arc marginals (a custom gradient), not by
+differentiating through the time loop: it keeps the forward weights of
+each frame ([B, T, C]) and the arc weights ([B, T, C, V]), nothing more.
+
+Shapes: frames [B, T, F], num_frames [B], labels [B, U] (in [1, V]; what
+lies at or past num_labels is ignored), num_labels [B]; C context states,
+V labels, A frame-local alignment states.
+"""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.lattice import semirings
+from tf_transducer.lattice.alignments import TimeSyncAlignmentLattice
+from tf_transducer.lattice.contexts import ContextDependency
+from tf_transducer.lattice.weight_fns import (
+    LocallyNormalizedWeightFn,
+    WeightFn,
+    WeightFnCacher,
+)
+
+
+def _make(factory, context, kind, name):
+    made = factory if isinstance(factory, kind) else None
+    if made is None and callable(factory):
+        made = factory(context)
+    if not isinstance(made, kind):
+        raise ValueError(
+            f"{name} must be a {kind.__name__} or a callable that makes one from the "
+            f"context dependency, got {factory!r}"
+        )
+    return made
+
+
+def _map(fn, *values):
+    return tf.nest.map_structure(fn, *values)
+
+
+def _time_major(x):
+    """[B, T, ...] -> [T, B, ...] for every leaf."""
+    return _map(lambda v: tf.transpose(v, [1, 0] + list(range(2, v.shape.rank))), x)
+
+
+def _lift_for(semiring, lift):
+    if lift is not None:
+        return lift
+    if semiring is semirings.Real:
+        return tf.exp
+    if semiring in (semirings.Log, semirings.MaxTropical):
+        return lambda w: w
+    raise ValueError(
+        f"give lift= (a function from log weights to {semiring!r} values) to run "
+        f"the forward algorithm in {semiring!r}"
+    )
+
+
+class RecognitionLattice(keras.layers.Layer):
+    """A recognition lattice: context dependency x alignment lattice, with arc
+    weights from a weight function (a Keras layer).
+
+    Calling the layer gives the loss -log P(labels | frames) [B].
+
+    Args:
+      context: a ContextDependency (e.g. `FullNGram(vocab_size, 2)`).
+      alignment: a TimeSyncAlignmentLattice (`FrameDependent()`, ...).
+      weight_fn_cacher_factory: a WeightFnCacher, or a callable making one
+        from the context (e.g. `lambda c: SharedEmbCacher(c.shape()[0], 32)`).
+      weight_fn_factory: a WeightFn, or a callable making one from the context.
+    """
+
+    def __init__(
+        self,
+        context,
+        alignment,
+        weight_fn_cacher_factory,
+        weight_fn_factory,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(context, ContextDependency):
+            raise ValueError(f"context must be a ContextDependency, got {context!r}")
+        if not isinstance(alignment, TimeSyncAlignmentLattice):
+            raise ValueError(
+                f"alignment must be a TimeSyncAlignmentLattice, got {alignment!r}"
+            )
+        self.context, self.alignment = context, alignment
+        self.weight_fn_cacher = _make(
+            weight_fn_cacher_factory,
+            context,
+            WeightFnCacher,
+            "weight_fn_cacher_factory",
+        )
+        self.weight_fn = _make(
+            weight_fn_factory, context, WeightFn, "weight_fn_factory"
+        )
+        self.num_context_states, self.vocab_size = context.shape()
+
+    @property
+    def locally_normalized(self):
+        return isinstance(self.weight_fn, LocallyNormalizedWeightFn)
+
+    def build_cache(self):
+        """The weight function's cache (computed once; pass it as cache=)."""
+        return self.weight_fn_cacher(None)
+
+    # ----------------------------------------------------------------- checks
+    def _check(self, frames, num_frames, labels=None, num_labels=None):
+        frames = tf.convert_to_tensor(frames)
+        num_frames = tf.convert_to_tensor(num_frames)
+        if frames.shape.rank != 3:
+            raise ValueError(f"frames must be [B, T, F], got shape {frames.shape}")
+        if num_frames.shape.rank != 1:
+            raise ValueError(f"num_frames must be [B], got shape {num_frames.shape}")
+        shapes = {"frames": frames.shape[0], "num_frames": num_frames.shape[0]}
+        if labels is not None:
+            labels = tf.convert_to_tensor(labels)
+            num_labels = tf.convert_to_tensor(num_labels)
+            if labels.shape.rank != 2:
+                raise ValueError(f"labels must be [B, U], got shape {labels.shape}")
+            if num_labels.shape.rank != 1:
+                raise ValueError(
+                    f"num_labels must be [B], got shape {num_labels.shape}"
+                )
+            shapes.update(labels=labels.shape[0], num_labels=num_labels.shape[0])
+        known = {k: v for k, v in shapes.items() if v is not None}
+        if len(set(known.values())) > 1:
+            raise ValueError(f"batch sizes differ: {known}")
+        num_frames = tf.cast(num_frames, tf.int32)
+        if labels is None:
+            return frames, num_frames, None, None
+        num_labels = tf.cast(num_labels, tf.int32)
+        labels = tf.cast(labels, tf.int32)
+        valid = tf.range(tf.shape(labels)[1])[None] < num_labels[:, None]
+        labels = tf.where(valid, labels, 0)
+        value, valid_value = tf.get_static_value(labels), tf.get_static_value(valid)
+        if value is not None and valid_value is not None:
+            bad = value[valid_value & ((value < 1) | (value > self.vocab_size))]
+            bad = sorted(set(bad.tolist()))
+            if bad:
+                raise ValueError(
+                    f"labels must be in [1, vocab_size={self.vocab_size}] before "
+                    f"num_labels, got {bad[:10]}"
+                )
+        else:
+            tf.debugging.assert_less_equal(
+                labels, self.vocab_size, message="labels must be <= vocab_size"
+            )
+        return frames, num_frames, labels, num_labels
+
+    # -------------------------------------------------------------- forward
+    def _weights(self, frames, cache, state=None):
+        if cache is None:
+            cache = self.build_cache()
+        return self.weight_fn(cache, frames, state)
+
+    def _start(self, batch, width, semiring, dtype):
+        one = semiring.ones([batch, width], dtype)
+        zero = semiring.zeros([batch, width], dtype)
+        first = tf.range(width)[None] == 0
+        return _map(lambda o, z: tf.where(first, o, z), one, zero)
+
+    def _scan(self, step, alpha0, weights, num_frames, keep_all=False):
+        """alpha after every frame (time-major) from a per-frame step."""
+        total = tf.shape(tf.nest.flatten(weights)[0])[1]
+        valid = tf.range(total)[:, None] < num_frames[None]  # [T, B]
+
+        def body(alpha, inputs):
+            w, ok = inputs
+            new = step(alpha, w)
+            return _map(lambda n, a: tf.where(ok[:, None], n, a), new, alpha)
+
+        alphas = tf.scan(body, (_time_major(weights), valid), initializer=alpha0)
+        if keep_all:
+            return alphas
+        return _map(lambda a: a[-1], alphas)
+
+    def forward(
+        self, frames, num_frames, semiring=semirings.Log, cache=None, lift=None
+    ):
+        """The sum of all paths' weights in `semiring`: [B].
+
+        lift maps log weights to semiring values (default: exp for Real, the
+        identity for Log and MaxTropical; needed for the others).
+        """
+        frames, num_frames, _, _ = self._check(frames, num_frames)
+        lift = _lift_for(semiring, lift)
+        blank, lexical = self._weights(frames, cache)
+        blank, lexical = lift(blank), lift(lexical)
+        alpha = self._forward_alpha(blank, lexical, num_frames, semiring)
+        return semiring.sum(alpha, axis=-1)
+
+    def _forward_alpha(self, blank, lexical, num_frames, semiring, keep_all=False):
+        n = self.alignment.num_states()
+        leaf = tf.nest.flatten(blank)[0]
+        alpha0 = self._start_context(tf.shape(leaf)[0], semiring, leaf.dtype)
+
+        def step(alpha, w):
+            b, lex = w
+            return self.alignment.forward(
+                alpha, [b] * n, [lex] * n, self.context, semiring
+            )
+
+        return self._scan(step, alpha0, (blank, lexical), num_frames, keep_all)
+
+    def _start_context(self, batch, semiring, dtype):
+        start = tf.range(self.num_context_states)[None] == self.context.start()
+        shape = [batch, self.num_context_states]
+        return _map(
+            lambda o, z: tf.where(start, o, z),
+            semiring.ones(shape, dtype),
+            semiring.zeros(shape, dtype),
+        )
+
+    def string_forward(
+        self,
+        frames,
+        num_frames,
+        labels,
+        num_labels,
+        semiring=semirings.Log,
+        cache=None,
+        lift=None,
+    ):
+        """The sum of the weights of the paths that spell labels: [B]."""
+        frames, num_frames, labels, num_labels = self._check(
+            frames, num_frames, labels, num_labels
+        )
+        blank, lexical = self._string_weights(frames, labels, num_labels, cache)
+        lift = _lift_for(semiring, lift)
+        blank, lexical = lift(blank), lift(lexical)
+        n = self.alignment.num_states()
+        leaf = tf.nest.flatten(blank)[0]
+        alpha0 = self._start(
+            tf.shape(labels)[0], tf.shape(labels)[1] + 1, semiring, leaf.dtype
+        )
+
+        def step(alpha, w):
+            b, lex = w
+            return self.alignment.string_forward(alpha, [b] * n, [lex] * n, semiring)
+
+        alpha = self._scan(step, alpha0, (blank, lexical), num_frames)
+        return _map(lambda a: tf.gather(a, num_labels, batch_dims=1), alpha)
+
+    def _string_weights(self, frames, labels, num_labels, cache):
+        """Log weights [B, T, U + 1] of the string's states: blank, and the
+        label that follows each state (-inf at and past num_labels)."""
+        states = self.context.walk_states(labels)  # [B, U + 1]
+        steps = tf.shape(frames)[1]
+        states_bt = tf.broadcast_to(
+            states[:, None], tf.stack([tf.shape(states)[0], steps, tf.shape(states)[1]])
+        )
+        blank, lexical = self._weights(frames, cache, states_bt)
+        following = tf.pad(labels, [[0, 0], [0, 1]])  # [B, U + 1]
+        following = tf.broadcast_to(following[:, None], tf.shape(states_bt))
+        picked = tf.gather(lexical, tf.maximum(following - 1, 0), batch_dims=3)
+        has_next = (
+            tf.range(tf.shape(following)[2])[None, None] < num_labels[:, None, None]
+        )
+        picked = tf.where(has_next, picked, float("-inf"))
+        return blank, picked
+
+    # ---------------------------------------------------------------- loss
+    def __call__(self, frames, num_frames, labels, num_labels, cache=None, **kwargs):
+        # Keras wants tensors as positional arguments: lists of lengths are fine.
+        args = [
+            tf.convert_to_tensor(a) for a in (frames, num_frames, labels, num_labels)
+        ]
+        return super().__call__(*args, cache=cache, **kwargs)
+
+    def call(self, frames, num_frames, labels, num_labels, cache=None):
+        """-log P(labels | frames): [B]."""
+        frames, num_frames, labels, num_labels = self._check(
+            frames, num_frames, labels, num_labels
+        )
+        if cache is None:
+            cache = self.build_cache()
+        numerator = self.string_forward(
+            frames, num_frames, labels, num_labels, cache=cache
+        )
+        if self.locally_normalized:
+            return -numerator
+        blank, lexical = self._weights(frames, cache)
+        return self._log_partition(blank, lexical, num_frames) - numerator
+
+    def _log_partition(self, blank, lexical, num_frames):
+        @tf.custom_gradient
+        def log_z(blank, lexical):
+            value, alphas = self._log_z_and_alphas(blank, lexical, num_frames)
+
+            def grad(g):
+                _, blank_m, lexical_m = self._marginals(
+                    blank, lexical, num_frames, alphas, value
+                )
+                return (
+                    g[:, None, None] * tf.reduce_sum(blank_m, axis=2),
+                    g[:, None, None, None] * tf.reduce_sum(lexical_m, axis=2),
+                )
+
+            return value, grad
+
+        return log_z(blank, lexical)
+
+    def _log_z_and_alphas(self, blank, lexical, num_frames):
+        log = semirings.Log
+        after = self._forward_alpha(blank, lexical, num_frames, log, keep_all=True)
+        batch = tf.shape(blank)[0]
+        alpha0 = self._start_context(batch, log, blank.dtype)
+        before = tf.concat([alpha0[None], after[:-1]], axis=0)  # [T, B, C]
+        final = tf.cond(tf.shape(after)[0] > 0, lambda: after[-1], lambda: alpha0)
+        return log.sum(final, axis=-1), before
+
+    def _marginals(self, blank, lexical, num_frames, alphas, log_z):
+        """Backward pass: (beta of the start [B, C], blank marginals
+        [B, T, A, C], lexical marginals [B, T, A, C, V])."""
+        n = self.alignment.num_states()
+        total = tf.shape(blank)[1]
+        valid = tf.range(total)[:, None] < num_frames[None]  # [T, B]
+        beta0 = tf.zeros_like(blank[:, 0])  # the Log one: every state is final
+
+        def body(carry, inputs):
+            beta = carry[0]
+            alpha, b, lex, ok = inputs
+            new_beta, blank_m, lexical_m = self.alignment.backward(
+                alpha, [b] * n, [lex] * n, beta, log_z, self.context
+            )
+            keep = ok[:, None]
+            new_beta = tf.where(keep, new_beta, beta)
+            blank_m = tf.where(keep[None], tf.stack(blank_m), 0.0)
+            lexical_m = tf.where(keep[None, :, :, None], tf.stack(lexical_m), 0.0)
+            return new_beta, blank_m, lexical_m
+
+        shape_b = tf.stack([n, tf.shape(blank)[0], tf.shape(blank)[2]])
+        init = (
+            beta0,
+            tf.zeros(shape_b, blank.dtype),
+            tf.zeros(tf.concat([shape_b, [tf.shape(lexical)[-1]]], 0), blank.dtype),
+        )
+        betas, blank_m, lexical_m = tf.scan(
+            body,
+            (alphas, _time_major(blank), _time_major(lexical), valid),
+            initializer=init,
+            reverse=True,
+        )
+        start_beta = tf.cond(total > 0, lambda: betas[0], lambda: beta0)
+        blank_m = tf.transpose(blank_m, [2, 0, 1, 3])
+        lexical_m = tf.transpose(lexical_m, [2, 0, 1, 3, 4])
+        return start_beta, blank_m, lexical_m
+
+    def backward(self, frames, num_frames, cache=None):
+        """Arc marginals of the Log-semiring lattice.
+
+        Returns:
+          (log_z [B], blank marginals [B, T, A, C], lexical marginals
+          [B, T, A, C, V]): the probability of taking each arc (blank at
+          (t, a, c); label y + 1 at (t, a, c)) among all paths; summed over
+          A they are the gradients of log_z with respect to the weights.
+        """
+        frames, num_frames, _, _ = self._check(frames, num_frames)
+        blank, lexical = self._weights(frames, cache)
+        log_z, alphas = self._log_z_and_alphas(blank, lexical, num_frames)
+        _, blank_m, lexical_m = self._marginals(
+            blank, lexical, num_frames, alphas, log_z
+        )
+        return log_z, blank_m, lexical_m
+
+    # -------------------------------------------------------- shortest path
+    def shortest_path(self, frames, num_frames, cache=None):
+        """The best path (max-tropical): its alignment labels and weight.
+
+        Returns:
+          (alignment_labels int32 [B, T * A]: 0 for a blank, 1..V for a label,
+          in path order, padded with 0; num_alignment_labels int32 [B];
+          path_weights [B]).
+        """
+        frames, num_frames, _, _ = self._check(frames, num_frames)
+        blank, lexical = self._weights(frames, cache)
+        blank, lexical = tf.stop_gradient(blank), tf.stop_gradient(lexical)
+        n = self.alignment.num_states()
+        maxt = semirings.MaxTropical
+        # One copy of the weights per frame-local state: the gradient of the
+        # best path's weight then marks which arc each state took.
+        per_state_blank = tf.stack([blank] * n, axis=2)  # [B, T, A, C]
+        per_state_lexical = tf.stack([lexical] * n, axis=2)  # [B, T, A, C, V]
+        alpha0 = self._start_context(tf.shape(blank)[0], maxt, blank.dtype)
+
+        def step(alpha, w):
+            b, lex = w
+            return self.alignment.forward(
+                alpha, tf.unstack(b, n, axis=1), tf.unstack(lex, n, axis=1),
+                self.context, maxt,
+            )  # fmt: skip
+
+        with tf.GradientTape() as tape:
+            tape.watch([per_state_blank, per_state_lexical])
+            alpha = self._scan(
+                step, alpha0, (per_state_blank, per_state_lexical), num_frames
+            )
+            weights = maxt.sum(alpha, axis=-1)
+        used_blank, used_lexical = tape.gradient(
+            weights, [per_state_blank, per_state_lexical]
+        )
+        took_blank = tf.reduce_sum(used_blank, axis=-1) > 0.5  # [B, T, A]
+        flat = tf.reshape(
+            used_lexical, tf.concat([tf.shape(used_lexical)[:3], [-1]], 0)
+        )
+        took_label = tf.reduce_sum(flat, axis=-1) > 0.5
+        label = tf.cast(tf.argmax(flat, axis=-1), tf.int32) % self.vocab_size + 1
+        slots = tf.where(took_label, label, tf.where(took_blank, 0, -1))
+        slots = tf.reshape(slots, [tf.shape(slots)[0], -1])  # [B, T * A]
+        used = slots >= 0
+        width = tf.shape(slots)[1]
+        position = tf.range(width)[None]
+        order = tf.argsort(
+            tf.where(used, position, position + width), axis=1, stable=True
+        )
+        packed = tf.gather(slots, order, batch_dims=1)
+        count = tf.reduce_sum(tf.cast(used, tf.int32), axis=1)
+        packed = tf.where(position < count[:, None], packed, 0)
+        return packed, count, weights
