@@ -3,8 +3,9 @@
 The public API; everything else is internal.
 """
 
-from tf_transducer import data, decoding, export, layers, losses, models
+from tf_transducer import data, decoding, export, lattice, layers, losses, models
 from tf_transducer.data import CharacterAlphabet, SpeechDataset, SubwordEncoder
+from tf_transducer.lattice import RecognitionLattice
 from tf_transducer.layers import (
     FeatureNormalization,
     FrameStacking,
@@ -12,7 +13,12 @@ from tf_transducer.layers import (
     Mfcc,
     SpecAugment,
 )
-from tf_transducer.losses import CtcLoss, PrunedRnntLoss, RnntLoss
+from tf_transducer.losses import (
+    CtcLoss,
+    PrunedRnntLoss,
+    RecognitionLatticeLoss,
+    RnntLoss,
+)
 from tf_transducer.ops import (
     OpLibraryError,
     do_rnnt_pruning,
@@ -40,6 +46,8 @@ __all__ = [
     "Mfcc",
     "OpLibraryError",
     "PrunedRnntLoss",
+    "RecognitionLattice",
+    "RecognitionLatticeLoss",
     "RnntLoss",
     "SpecAugment",
     "SpeechDataset",
@@ -53,6 +61,7 @@ __all__ = [
     "get_rnnt_logprobs_pruned",
     "get_rnnt_logprobs_smoothed",
     "get_rnnt_prune_ranges",
+    "lattice",
     "layers",
     "losses",
     "models",

@@ -1,6 +1,7 @@
-"""Keras models: DeepSpeech (CTC) and the RNN-T Transducer."""
+"""Keras models: DeepSpeech (CTC), the RNN-T Transducer, lattice models (GNAT)."""
 
 from tf_transducer.models.deepspeech import DeepSpeech
+from tf_transducer.models.lattice_model import LatticeModel
 from tf_transducer.models.transducer import Transducer
 
-__all__ = ["DeepSpeech", "Transducer"]
+__all__ = ["DeepSpeech", "LatticeModel", "Transducer"]

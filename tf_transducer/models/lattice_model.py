@@ -1,0 +1,75 @@
+"""A Keras model around a recognition lattice (GNAT: local or global norm)."""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.lattice import RecognitionLattice
+from tf_transducer.losses import RecognitionLatticeLoss
+from tf_transducer.models._inputs import split_inputs
+
+
+class LatticeModel(keras.Model):
+    """An encoder followed by a `RecognitionLattice`.
+
+    `model((features [B, T, F], lengths [B]))` gives {"frames": encoder
+    output [B, T, H], "num_frames": [B]}; compile with
+    `loss=RecognitionLatticeLoss()` and `fit` on ((features, lengths),
+    labels [B, U] padded with -1). `recognize` reads the lattice's best path.
+
+    Args:
+      lattice: the RecognitionLattice (its weight function sees the frames).
+      encoder: a Keras layer [B, T, F] -> [B, T, H] keeping the length
+        (e.g. a Sequential of Dense / unidirectional LSTM layers); None
+        passes the features through.
+    """
+
+    def __init__(self, lattice, encoder=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(lattice, RecognitionLattice):
+            raise ValueError(f"lattice must be a RecognitionLattice, got {lattice!r}")
+        self.lattice, self.encoder = lattice, encoder
+
+    def build(self, input_shape):
+        shape = input_shape
+        if isinstance(shape, dict):
+            shape = shape["features"]
+        elif isinstance(shape, (list, tuple)) and isinstance(shape[0], (list, tuple)):
+            shape = shape[0]
+        shape = tuple(shape)
+        if self.encoder is not None:
+            self.encoder.build(shape)
+            shape = self.encoder.compute_output_shape(shape)
+        # Build the weight function on one dummy frame: it has no other shape.
+        self.lattice.weight_fn(self.lattice.build_cache(), tf.zeros([1, shape[-1]]))
+        self.built = True
+
+    def call(self, inputs, training=False):
+        values, lengths = split_inputs(inputs, "features")
+        frames = (
+            values if self.encoder is None else self.encoder(values, training=training)
+        )
+        return {"frames": frames, "num_frames": lengths}
+
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        """The compiled RecognitionLatticeLoss of labels y given y_pred."""
+        if not isinstance(self.loss, RecognitionLatticeLoss):
+            raise ValueError(
+                "compile the LatticeModel with loss=RecognitionLatticeLoss(), got "
+                f"{self.loss!r}"
+            )
+        loss = self.loss(y, dict(y_pred, lattice=self.lattice), sample_weight)
+        for extra in self.losses:
+            loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
+        return loss
+
+    def recognize(self, inputs):
+        """B label lists: the labels (blanks dropped) on the lattice's best path."""
+        out = self(inputs, training=False)
+        aligned, count, _ = self.lattice.shortest_path(out["frames"], out["num_frames"])
+        aligned, count = aligned.numpy(), count.numpy()
+        return [
+            [int(y) for y in row[:n] if y]
+            for row, n in zip(aligned, count, strict=True)
+        ]
