@@ -1,0 +1,151 @@
+"""Benchmark of RecognitionLattice: loss + gradient, and shortest path.
+
+Configuration of issue 8: B=4, T=20 frames (F=128), vocabulary 26,
+FullNGram context 2 (703 states), FrameDependent alignment,
+SharedRNNCacher(rnn_size=128, rnn_embedding_size=64) + JointWeightFn
+(hidden 128), globally normalised (the denominator over all 703 x 27 arcs
+per frame is computed); labels of 8 symbols. 2 threads, float32.
+
+Side by side (benchmarks/_harness.py), one worker process per case:
+
+  * tt_loss: tf.function of the loss and its gradient with respect to every
+    weight (the denominator's gradient from forward-backward marginals);
+  * tt_loss_xla: the same, jit_compile=True;
+  * tt_loss_autodiff: the same loss with the denominator differentiated
+    through the time loop instead (what the marginals avoid);
+  * tt_shortest / tt_shortest_xla: shortest_path;
+  * last_loss / last_shortest: Google's LAST (JAX, jax.jit), when
+    --last_python names a Python with last-asr, jax and flax installed
+    (a separate environment: they do not share one with TensorFlow).
+
+Usage: python benchmarks/bench_lattice.py [--rounds 10]
+         [--last_python /path/to/venv/bin/python]
+"""
+
+import os
+import platform
+import sys
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness  # noqa: E402
+from lattice_case import CONTEXT, HIDDEN, RNN, RNN_EMB, B, F, T, U, V, inputs  # noqa: E402
+
+ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per case.", lower_bound=3)
+LAST_PYTHON = flags.DEFINE_string("last_python", "", "A Python with last-asr.")
+WORKER = flags.DEFINE_string("worker", None, "Internal: the case to serve.")
+
+CASES = {
+    "tt_loss": "tf_transducer loss + gradient (marginals)",
+    "tt_loss_xla": "tf_transducer loss + gradient, XLA",
+    "tt_loss_autodiff": "tf_transducer loss + gradient through the loop",
+    "tt_shortest": "tf_transducer shortest_path",
+    "tt_shortest_xla": "tf_transducer shortest_path, XLA",
+    "last_loss": "LAST loss + gradient (jax.jit)",
+    "last_shortest": "LAST shortest_path (jax.jit)",
+}
+
+
+def serve_tf(case):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(2)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    from tf_transducer.lattice import RecognitionLattice
+    from tf_transducer.lattice.alignments import FrameDependent
+    from tf_transducer.lattice.contexts import FullNGram
+    from tf_transducer.lattice.semirings import Log
+    from tf_transducer.lattice.weight_fns import JointWeightFn, SharedRNNCacher
+
+    lattice = RecognitionLattice(
+        FullNGram(V, CONTEXT),
+        FrameDependent(),
+        SharedRNNCacher(V, CONTEXT, RNN, RNN_EMB),
+        JointWeightFn(V, HIDDEN),
+    )
+    frames, num_frames, labels, num_labels = [tf.constant(x) for x in inputs()]
+    lattice(frames, num_frames, labels, num_labels)  # builds the weights
+    variables = lattice.trainable_variables
+    xla = case.endswith("_xla")
+
+    if case.startswith("tt_loss"):
+        autodiff = case == "tt_loss_autodiff"
+
+        @tf.function(jit_compile=xla)
+        def step():
+            with tf.GradientTape() as tape:
+                if autodiff:
+                    loss = lattice.forward(frames, num_frames, Log) - (
+                        lattice.string_forward(frames, num_frames, labels, num_labels)
+                    )
+                else:
+                    loss = lattice(frames, num_frames, labels, num_labels)
+                total = tf.reduce_sum(loss)
+            grads = tape.gradient(total, variables)
+            return total, [tf.convert_to_tensor(g) for g in grads]
+
+    else:
+
+        @tf.function(jit_compile=xla)
+        def step():
+            return lattice.shortest_path(frames, num_frames)
+
+    def run():
+        tf.nest.map_structure(lambda t: t.numpy(), step())
+
+    def report():
+        info = tf.config.experimental.get_memory_info("CPU:0")
+        return {"peak_tensor_bytes": info["peak"]}
+
+    _harness.serve(run, report=report)
+
+
+def main(argv):
+    del argv
+    if WORKER.value:
+        return serve_tf(WORKER.value)
+    me = os.path.abspath(__file__)
+    commands = {
+        case: [sys.executable, me, f"--worker={case}"]
+        for case in CASES
+        if case.startswith("tt_")
+    }
+    if LAST_PYTHON.value:
+        last = os.path.join(os.path.dirname(me), "last_lattice_worker.py")
+        for case in ("last_loss", "last_shortest"):
+            commands[case] = [LAST_PYTHON.value, last, case.split("_")[1]]
+    medians, reports = _harness.run_interleaved(commands, ROUNDS.value)
+    print(
+        f"# {platform.processor() or platform.machine()}, 2 threads, "
+        f"rounds={ROUNDS.value}"
+    )
+    print(f"# B={B} T={T} F={F} U={U} V={V} FullNGram({V}, {CONTEXT}), FrameDependent")
+    for case, seconds in medians.items():
+        extra = reports[case].get("peak_tensor_bytes")
+        memory = f", peak tensors {extra / 2**20:.1f} MiB" if extra else ""
+        print(f"{case:18s} {seconds * 1e3:9.2f} ms  {CASES[case]}{memory}")
+    pairs = [
+        ("tt_loss_autodiff", "tt_loss"),
+        ("tt_loss", "tt_loss_xla"),
+        ("tt_shortest", "tt_shortest_xla"),
+        ("tt_loss", "last_loss"),
+        ("tt_loss_xla", "last_loss"),
+        ("tt_shortest", "last_shortest"),
+        ("tt_shortest_xla", "last_shortest"),
+    ]
+    for a, b in pairs:
+        if a in medians and b in medians:
+            print(f"{a} / {b}: {medians[a] / medians[b]:.2f}x")
+    a, b = reports["tt_loss_autodiff"], reports["tt_loss"]
+    print(
+        "peak tensor memory, autodiff / marginals: "
+        f"{a['peak_tensor_bytes'] / b['peak_tensor_bytes']:.2f}x"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)
