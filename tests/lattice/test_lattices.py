@@ -260,3 +260,27 @@ def test_bad_inputs():
         from tf_transducer.lattice.semirings import LogLogExpectation
 
         lattice.forward(frames, num_frames, LogLogExpectation)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_runs_inside_tf_function(jit_compile):
+    lattice, frames, num_frames, labels, num_labels = joint_lattice()
+    eager = lattice(frames, num_frames, labels, num_labels)
+    variables = lattice.trainable_variables
+
+    @tf.function(jit_compile=jit_compile)
+    def step(frames, num_frames, labels, num_labels):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(lattice(frames, num_frames, labels, num_labels))
+        grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        return loss, grads, lattice.shortest_path(frames, num_frames)
+
+    loss, grads, (aligned, count, weight) = step(
+        frames, tf.constant(num_frames), labels, tf.constant(num_labels)
+    )
+    assert float(loss) == pytest.approx(float(tf.reduce_sum(eager)), rel=1e-5)
+    assert all(bool(tf.reduce_all(tf.math.is_finite(g))) for g in grads)
+    want = lattice.shortest_path(frames, num_frames)
+    np.testing.assert_array_equal(aligned, want[0])
+    np.testing.assert_array_equal(count, want[1])
+    np.testing.assert_allclose(weight, want[2], rtol=1e-5)
