@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from tf_transducer.lattice import RecognitionLattice
 from tf_transducer.lattice.alignments import FrameDependent, FrameLabelDependent
-from tf_transducer.lattice.contexts import FullNGram
-from tf_transducer.lattice.semirings import Log, MaxTropical, Real
+from tf_transducer.lattice.contexts import FullNGram, NextStateTable
+from tf_transducer.lattice.semirings import Log, LogLogExpectation, MaxTropical, Real
 from tf_transducer.lattice.weight_fns import (
     JointWeightFn,
     LocallyNormalizedWeightFn,
@@ -89,12 +89,21 @@ ALIGNMENTS = {
 }
 
 
+CONTEXTS = {
+    "unigram": lambda: FullNGram(2, 0),
+    "bigram": lambda: FullNGram(2, 1),
+    "trigram": lambda: FullNGram(2, 2),
+    # a 3-state DFA: label 1 moves 0 -> 1 -> 2 -> 2, label 2 goes back to 0
+    "table": lambda: NextStateTable(np.array([[1, 0], [2, 0], [2, 0]])),
+}
+
+
 @pytest.mark.parametrize("alignment", sorted(ALIGNMENTS))
-@pytest.mark.parametrize("context_size", [0, 1, 2])
-def test_against_every_path(alignment, context_size):
+@pytest.mark.parametrize("context_name", sorted(CONTEXTS))
+def test_against_every_path(alignment, context_name):
     V, T = 2, 3
-    context = FullNGram(V, context_size)
-    rng = np.random.default_rng(context_size)
+    context = CONTEXTS[context_name]()
+    rng = np.random.default_rng(len(context_name))
     table = rng.normal(size=(T, context.shape()[0], 1 + V))
     lattice = table_lattice(table, context, ALIGNMENTS[alignment]())
     k = None if alignment == "frame" else int(alignment[-1])
@@ -162,6 +171,28 @@ def test_padding_changes_nothing(local):
         assert int(paths[1][b]) == n
         assert paths[0].numpy()[b, :n].tolist() == single[0].numpy()[0, :n].tolist()
         assert float(paths[2][b]) == pytest.approx(float(single[2][0]), rel=1e-5)
+
+
+def test_expectation_semiring_gives_the_path_entropy():
+    V, T = 2, 3
+    context = FullNGram(V, 1)
+    rng = np.random.default_rng(5)
+    table = rng.normal(size=(T, context.shape()[0], 1 + V))
+    # locally normalised table: every state's arcs sum to probability 1
+    table = table - np.log(np.exp(table).sum(-1, keepdims=True))
+    lattice = table_lattice(table, context, FrameDependent())
+    p = np.exp([w for w, _, _ in enumerate_paths(table, [0, 1, 2], context, None)])
+    assert p.sum() == pytest.approx(1.0)
+    entropy = -(p * np.log(p)).sum()
+
+    def lift(w):  # weight w = log p, carrying the value -log p (stored as its log)
+        return LogLogExpectation.weighted(w, tf.math.log(-w))
+
+    total, weighted = lattice.forward(
+        frames_of([[0, 1, 2]]), [T], LogLogExpectation, lift=lift
+    )
+    assert float(total[0]) == pytest.approx(0.0, abs=1e-5)
+    assert float(tf.exp(weighted[0])) == pytest.approx(entropy, rel=1e-5)
 
 
 def test_no_frames_is_the_semiring_one():
