@@ -1,0 +1,87 @@
+"""The Neural Transducer's block alignment DP against brute-force enumeration."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf_transducer.ops.neural_transducer import (
+    aligned_log_probs,
+    aligned_targets,
+    best_block_alignment,
+)
+
+E = 0  # the <e> symbol in these tests
+
+
+def alignment_score(lp, labels, counts):
+    """log P of one alignment: per block, its labels then <e>."""
+    total, s = 0.0, 0
+    for b, n in enumerate(counts):
+        for k in range(n):
+            total += lp[b, s + k, labels[s + k]]
+        total += lp[b, s + n, E]
+        s += n
+    return total
+
+
+def brute_force(lp, labels, blocks, width):
+    U = len(labels)
+    best, best_counts = -np.inf, None
+    # (random scores: no ties)
+    for counts in itertools.product(range(width), repeat=blocks):
+        if sum(counts) != U:
+            continue
+        score = alignment_score(lp, labels, counts)
+        if score > best:
+            best, best_counts = score, counts
+    return best, best_counts
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("width", [1, 2, 3, 4])
+def test_dp_equals_brute_force(seed, width):
+    rng = np.random.default_rng(seed * 10 + width)
+    B, NB, U, V = 4, 5, 6, 5
+    logits = rng.normal(size=(B, NB, U + 1, V)) * 2
+    lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    labels = rng.integers(1, V, size=(B, U))
+    label_lengths = np.array([6, 3, 0, 5])
+    num_blocks = np.array([5, 2, 3, 4])
+    counts, score = best_block_alignment(
+        tf.constant(lp, tf.float32), labels, label_lengths, num_blocks, width, E
+    )
+    for b in range(B):
+        L, n = label_lengths[b], num_blocks[b]
+        want, want_counts = brute_force(lp[b], labels[b, :L], n, width)
+        if want_counts is None:  # does not fit: (W - 1) x blocks < U
+            assert L > (width - 1) * n
+            assert score[b] == -np.inf and (counts.numpy()[b] == 0).all()
+            continue
+        assert float(score[b]) == pytest.approx(want, rel=1e-5)
+        assert counts.numpy()[b, :n].tolist() == list(want_counts)
+        assert (counts.numpy()[b, n:] == 0).all()
+
+
+def test_aligned_targets_and_their_log_probs():
+    rng = np.random.default_rng(0)
+    lp = np.log(rng.dirichlet(np.ones(4), size=(1, 3, 4)))  # [B, NB, U + 1, V]
+    labels = np.array([[3, 1, 2]])
+    counts = np.array([[2, 0, 1]])
+    targets, positions, mask = aligned_targets(counts, labels, [3], 3, E)
+    assert targets.numpy()[0].tolist() == [[3, 1, E], [E, 0, 0], [2, E, 0]]
+    assert mask.numpy()[0].tolist() == [
+        [True, True, True], [True, False, False], [True, True, False]
+    ]  # fmt: skip
+    assert positions.numpy()[0, :, 0].tolist() == [0, 2, 2]
+    picked = aligned_log_probs(tf.constant(lp), positions, targets).numpy()
+    total = picked[mask.numpy()].sum()
+    assert total == pytest.approx(alignment_score(lp[0], labels[0], counts[0]))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="max_width must be an int >= 1, got 0"):
+        best_block_alignment(tf.zeros([1, 1, 1, 2]), [[0]], [0], [1], 0, E)
+    with pytest.raises(ValueError, match="log_probs must be .B, NB, U . 1, V."):
+        best_block_alignment(tf.zeros([1, 1, 2]), [[0]], [0], [1], 2, E)

@@ -1,0 +1,156 @@
+"""Best alignment of targets to blocks for the Neural Transducer (Jaitly et
+al. 2015), batched and in the graph.
+
+Each block of input frames emits up to W outputs, the last one being the
+end-of-block symbol <e>: k <= W - 1 labels, then <e>. An alignment is how
+many labels each block emits (counts [NB] summing to the target length U).
+Its log-probability, for scores that depend on the block b and on how many
+labels s came before (log_probs[b, s, :]: the layer's teacher-forced output
+distribution there), is
+
+    sum over blocks b of  sum_{k < n_b} log_probs[b, s_b + k, y[s_b + k]]
+                          + log_probs[b, s_b + n_b, <e>],   s_b = n_0 + ... + n_{b-1}
+
+and decomposes block by block, so the best alignment is an exact dynamic
+programme over (block, labels emitted so far): O(NB x (U + 1) x W) work,
+done for the whole batch with one `tf.scan` over blocks.
+
+Shapes: log_probs [B, NB, U + 1, V] (B sequences, NB blocks, V outputs
+including <e>), labels [B, U], label_lengths [B], num_blocks [B].
+"""
+
+import tensorflow as tf
+
+NEG_INF = float("-inf")
+
+
+def _label_and_end_scores(log_probs, labels, e_symbol):
+    """(label [B, NB, U + 1]: log_probs of y[s] at s (0 at s = U),
+    end [B, NB, U + 1]: log_probs of <e>)."""
+    U = tf.shape(labels)[1]
+    following = tf.pad(labels, [[0, 0], [0, 1]])  # [B, U + 1]
+    following = tf.broadcast_to(following[:, None], tf.shape(log_probs)[:3])
+    label = tf.gather(log_probs, following, batch_dims=3)
+    label = tf.where(tf.range(U + 1)[None, None] < U, label, 0.0)
+    return label, log_probs[..., e_symbol]
+
+
+def best_block_alignment(
+    log_probs, labels, label_lengths, num_blocks, max_width, e_symbol
+):
+    """The best alignment of each target sequence to its blocks.
+
+    Args:
+      log_probs: float [B, NB, U + 1, V] log-probabilities.
+      labels: int [B, U] targets (values at and past label_lengths ignored).
+      label_lengths: int [B].
+      num_blocks: int [B] blocks of each sequence (<= NB).
+      max_width: W, outputs per block including <e> (>= 1).
+      e_symbol: the id of <e> in [0, V).
+
+    Returns:
+      (counts int32 [B, NB]: labels emitted by each block, 0 past
+      num_blocks; score [B]: the alignment's log-probability, -inf where no
+      alignment exists, i.e. U > (W - 1) x num_blocks; then counts are 0).
+      Ties are broken deterministically: the fewest labels in the last block,
+      then in the one before, ...
+    """
+    if not isinstance(max_width, int) or max_width < 1:
+        raise ValueError(f"max_width must be an int >= 1, got {max_width!r}")
+    log_probs = tf.convert_to_tensor(log_probs)
+    if log_probs.shape.rank != 4:
+        raise ValueError(
+            f"log_probs must be [B, NB, U + 1, V], got shape {log_probs.shape}"
+        )
+    labels = tf.cast(labels, tf.int32)
+    label_lengths = tf.cast(label_lengths, tf.int32)
+    num_blocks = tf.cast(num_blocks, tf.int32)
+    U = tf.shape(labels)[1]
+    positions = tf.range(U + 1)[None]  # [1, U + 1]
+    valid_labels = tf.range(U)[None] < label_lengths[:, None]
+    labels = tf.where(valid_labels, labels, 0)
+    label, end = _label_and_end_scores(log_probs, labels, e_symbol)
+    # cum[b, s]: log-probability of labels 0..s-1 read in block b.
+    cum = tf.math.cumsum(label, axis=2, exclusive=True)
+    reachable = positions <= label_lengths[:, None]  # [B, U + 1]
+    dtype = log_probs.dtype
+    start = tf.where(positions == 0, tf.zeros_like(reachable, dtype), NEG_INF)
+    start = tf.broadcast_to(start, tf.shape(reachable))
+
+    def step(carry, inputs):
+        dp, _ = carry
+        cum_b, end_b, valid_b = inputs  # [B, U + 1], [B, U + 1], [B]
+        before = dp - cum_b  # best score to s, minus the labels before s
+        shifted = [
+            tf.pad(before[:, : tf.shape(before)[1] - n], [[0, 0], [n, 0]],
+                   constant_values=NEG_INF)
+            for n in range(max_width)
+        ]  # fmt: skip
+        stacked = tf.stack(shifted, axis=0)  # [W, B, U + 1]: from s = e - n
+        best_n = tf.cast(tf.argmax(stacked, axis=0), tf.int32)
+        new = tf.reduce_max(stacked, axis=0) + cum_b + end_b
+        new = tf.where(reachable, new, NEG_INF)
+        new = tf.where(valid_b[:, None], new, dp)
+        best_n = tf.where(valid_b[:, None], best_n, 0)
+        return new, best_n
+
+    blocks = tf.shape(log_probs)[1]
+    valid = tf.range(blocks)[:, None] < num_blocks[None]  # [NB, B]
+    dps, pointers = tf.scan(
+        step,
+        (tf.transpose(cum, [1, 0, 2]), tf.transpose(end, [1, 0, 2]), valid),
+        initializer=(start, tf.zeros_like(start, tf.int32)),
+    )
+    final = tf.cond(blocks > 0, lambda: dps[-1], lambda: start)
+    score = tf.gather(final, label_lengths, batch_dims=1)
+    feasible = tf.math.is_finite(score)
+
+    def back(position, pointer_b):
+        n = tf.gather(pointer_b, position, batch_dims=1)
+        return position - n
+
+    # [NB, B]: labels emitted before each block, and by the end of each block
+    before = tf.scan(back, pointers, initializer=label_lengths, reverse=True)
+    by_end = tf.concat([before[1:], label_lengths[None]], axis=0)
+    counts = tf.transpose(by_end - before)
+    counts = tf.where(feasible[:, None], counts, 0)
+    return counts, score
+
+
+def aligned_targets(counts, labels, num_blocks, max_width, e_symbol):
+    """The targets of each block's outputs under an alignment.
+
+    Returns:
+      (targets int32 [B, NB, W]: block b's outputs y[s_b], ..., y[s_b + n_b - 1],
+      <e>, then 0; positions int32 [B, NB, W]: labels emitted before each
+      output (s_b + k); mask bool [B, NB, W]: the outputs that exist).
+    """
+    counts = tf.cast(counts, tf.int32)
+    labels = tf.cast(labels, tf.int32)
+    starts = tf.math.cumsum(counts, axis=1, exclusive=True)  # [B, NB]
+    k = tf.range(max_width)[None, None]  # [1, 1, W]
+    positions = starts[..., None] + k
+    blocks = tf.range(tf.shape(counts)[1])[None, :, None]
+    in_block = blocks < tf.cast(num_blocks, tf.int32)[:, None, None]
+    is_label = (k < counts[..., None]) & in_block
+    is_end = (k == counts[..., None]) & in_block
+    U = tf.shape(labels)[1]
+    flat = tf.reshape(
+        tf.minimum(positions, tf.maximum(U - 1, 0)), [tf.shape(counts)[0], -1]
+    )
+    gathered = tf.reshape(
+        tf.gather(tf.pad(labels, [[0, 0], [0, 1]]), flat, batch_dims=1),
+        tf.shape(positions),
+    )
+    targets = tf.where(is_label, gathered, tf.where(is_end, e_symbol, 0))
+    return targets, positions, is_label | is_end
+
+
+def aligned_log_probs(log_probs, positions, targets):
+    """log_probs [B, NB, U + 1, V] at each output's (block, position, target):
+    [B, NB, W]."""
+    U1 = tf.shape(log_probs)[2]
+    rows = tf.gather(
+        log_probs, tf.minimum(positions, U1 - 1), batch_dims=2
+    )  # [B, NB, W, V]
+    return tf.gather(rows, targets, batch_dims=3)
