@@ -11,10 +11,12 @@ from tf_transducer.layers import (
     FrameStacking,
     LogMelSpectrogram,
     Mfcc,
+    NeuralTransducer,
     SpecAugment,
 )
 from tf_transducer.losses import (
     CtcLoss,
+    NeuralTransducerLoss,
     PrunedRnntLoss,
     RecognitionLatticeLoss,
     RnntLoss,
@@ -44,6 +46,8 @@ __all__ = [
     "FrameStacking",
     "LogMelSpectrogram",
     "Mfcc",
+    "NeuralTransducer",
+    "NeuralTransducerLoss",
     "OpLibraryError",
     "PrunedRnntLoss",
     "RecognitionLattice",

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 import keras
 import tensorflow as tf
 
+from tf_transducer.ops import neural_transducer as nt_ops
 from tf_transducer.ops import rnnt
 
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
@@ -492,3 +493,127 @@ class RecognitionLatticeLoss(_LabelSequenceLoss):
             )
         labels, num_labels = self._labels(y_true)
         return lattice(frames, num_frames, labels, num_labels)
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class NeuralTransducerLoss(_LabelSequenceLoss):
+    """The Neural Transducer's loss: cross entropy along the best alignment.
+
+    For each sequence the best alignment of its labels to its blocks (how
+    many labels each block emits before <e>) is found by an exact, batched
+    dynamic programme over (block, labels emitted so far) on the model's own
+    distributions (`tf_transducer.ops.neural_transducer`); the loss is the
+    cross entropy of the aligned outputs, <e> included, i.e. minus the best
+    alignment's log-probability. The search is deterministic and gets no
+    gradient.
+
+    A sequence whose labels cannot fit, U > (W - 1) x blocks, has no
+    alignment: it is given weight 0 (its loss is 0, never NaN) and counted
+    by `aligned(...)["feasible"]`; make the blocks smaller or W larger.
+
+    Args:
+      transducer_max_width: W, outputs per block including <e>.
+      e_symbol_index: the id of <e>.
+      pad_id: padding of y_true.
+
+    Call: y_true int [B, U] labels padded with pad_id; y_pred {"logits":
+    [B, NB, U + 1, W, n_out], "num_blocks": [B]}, the `NeuralTransducer`
+    layer's output on the same labels.
+    """
+
+    def __init__(
+        self,
+        transducer_max_width,
+        e_symbol_index,
+        pad_id=-1,
+        reduction="sum_over_batch_size",
+        name="neural_transducer_loss",
+        dtype=None,
+    ):
+        super().__init__(e_symbol_index, pad_id, reduction, name, dtype)
+        if not isinstance(transducer_max_width, int) or transducer_max_width < 1:
+            raise ValueError(
+                "transducer_max_width must be an int >= 1, got "
+                f"{transducer_max_width!r}"
+            )
+        self.transducer_max_width = transducer_max_width
+        self.e_symbol_index = e_symbol_index
+
+    def aligned(self, y_true, y_pred):
+        """The best alignment: {"log_probs" [B, NB, W] of the aligned outputs,
+        "targets" [B, NB, W], "positions" [B, NB, W] (labels before each
+        output), "mask" [B, NB, W], "counts" [B, NB], "feasible" [B]}."""
+        if not isinstance(y_pred, Mapping) or "logits" not in y_pred:
+            raise ValueError(
+                'y_pred must be a mapping with "logits" [B, NB, U + 1, W, n_out] and '
+                '"num_blocks" [B] (the NeuralTransducer layer output), got '
+                f"{y_pred!r:.200}"
+            )
+        logits = tf.convert_to_tensor(y_pred["logits"])
+        labels, label_lengths = self._labels(y_true)
+        labels = tf.cast(labels, tf.int32)
+        if logits.shape.rank != 5:
+            raise ValueError(
+                'y_pred["logits"] must be [B, NB, U + 1, W, n_out], got shape '
+                f"{logits.shape}"
+            )
+        if None not in (logits.shape[2], labels.shape[1]) and (
+            logits.shape[2] != labels.shape[1] + 1
+        ):
+            raise ValueError(
+                f'y_pred["logits"] has {logits.shape[2]} label positions; y_true has '
+                f"{labels.shape[1]} labels, so it must have {labels.shape[1] + 1}"
+            )
+        num_blocks = y_pred.get("num_blocks")
+        if num_blocks is None:
+            num_blocks = tf.fill(tf.shape(logits)[:1], tf.shape(logits)[1])
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        W, e = self.transducer_max_width, self.e_symbol_index
+        counts, score = nt_ops.best_block_alignment(
+            tf.stop_gradient(log_probs), labels, label_lengths, num_blocks, W, e
+        )
+        targets, positions, mask = nt_ops.aligned_targets(
+            counts, labels, num_blocks, W, e
+        )
+        feasible = tf.math.is_finite(score)
+        mask = mask & feasible[:, None, None]
+        picked = nt_ops.aligned_log_probs(log_probs, positions, targets)
+        return dict(
+            log_probs=picked,
+            targets=targets,
+            positions=positions,
+            mask=mask,
+            counts=counts,
+            feasible=feasible,
+        )
+
+    def _per_utterance(self, y_true, y_pred):
+        out = self.aligned(y_true, y_pred)
+        return -tf.reduce_sum(tf.where(out["mask"], out["log_probs"], 0.0), axis=[1, 2])
+
+    def errors(self, y_true, y_pred):
+        """(edit distances [B], aligned outputs [B]) between the argmax outputs
+        and the aligned targets (<e> included), at the aligned outputs: the
+        frame error of the spec's `get_error`."""
+        out = self.aligned(y_true, y_pred)
+        rows = nt_ops.aligned_rows(
+            tf.convert_to_tensor(y_pred["logits"]), out["positions"]
+        )
+        guess = tf.cast(tf.argmax(rows, axis=-1), tf.int32)
+        batch = tf.shape(guess)[0]
+        mask = tf.reshape(out["mask"], [batch, -1])
+        hyp = tf.ragged.boolean_mask(tf.reshape(guess, [batch, -1]), mask).to_sparse()
+        ref = tf.ragged.boolean_mask(
+            tf.reshape(out["targets"], [batch, -1]), mask
+        ).to_sparse()
+        distance = tf.edit_distance(hyp, ref, normalize=False)
+        return distance, tf.reduce_sum(tf.cast(mask, tf.float32), axis=1)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("blank")
+        config.update(
+            transducer_max_width=self.transducer_max_width,
+            e_symbol_index=self.e_symbol_index,
+        )
+        return config

@@ -20,8 +20,8 @@ def alignment_score(lp, labels, counts):
     total, s = 0.0, 0
     for b, n in enumerate(counts):
         for k in range(n):
-            total += lp[b, s + k, labels[s + k]]
-        total += lp[b, s + n, E]
+            total += lp[b, s + k, k, labels[s + k]]
+        total += lp[b, s + n, n, E]
         s += n
     return total
 
@@ -44,7 +44,7 @@ def brute_force(lp, labels, blocks, width):
 def test_dp_equals_brute_force(seed, width):
     rng = np.random.default_rng(seed * 10 + width)
     B, NB, U, V = 4, 5, 6, 5
-    logits = rng.normal(size=(B, NB, U + 1, V)) * 2
+    logits = rng.normal(size=(B, NB, U + 1, width, V)) * 2
     lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     labels = rng.integers(1, V, size=(B, U))
     label_lengths = np.array([6, 3, 0, 5])
@@ -66,7 +66,7 @@ def test_dp_equals_brute_force(seed, width):
 
 def test_aligned_targets_and_their_log_probs():
     rng = np.random.default_rng(0)
-    lp = np.log(rng.dirichlet(np.ones(4), size=(1, 3, 4)))  # [B, NB, U + 1, V]
+    lp = np.log(rng.dirichlet(np.ones(4), size=(1, 3, 4, 3)))  # [B, NB, U+1, W, V]
     labels = np.array([[3, 1, 2]])
     counts = np.array([[2, 0, 1]])
     targets, positions, mask = aligned_targets(counts, labels, [3], 3, E)
@@ -82,6 +82,8 @@ def test_aligned_targets_and_their_log_probs():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="max_width must be an int >= 1, got 0"):
-        best_block_alignment(tf.zeros([1, 1, 1, 2]), [[0]], [0], [1], 0, E)
-    with pytest.raises(ValueError, match="log_probs must be .B, NB, U . 1, V."):
-        best_block_alignment(tf.zeros([1, 1, 2]), [[0]], [0], [1], 2, E)
+        best_block_alignment(tf.zeros([1, 1, 1, 1, 2]), [[0]], [0], [1], 0, E)
+    with pytest.raises(
+        ValueError, match=r"log_probs must be \[B, NB, U \+ 1, W=2, V\]"
+    ):
+        best_block_alignment(tf.zeros([1, 1, 2, 3, 4]), [[0]], [0], [1], 2, E)

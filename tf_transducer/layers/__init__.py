@@ -4,6 +4,7 @@ from tf_transducer.layers.feature_normalization import FeatureNormalization
 from tf_transducer.layers.frame_stacking import FrameStacking
 from tf_transducer.layers.log_mel_spectrogram import LogMelSpectrogram
 from tf_transducer.layers.mfcc import Mfcc
+from tf_transducer.layers.neural_transducer import NeuralTransducer
 from tf_transducer.layers.prediction_network import PredictionNetwork
 from tf_transducer.layers.spec_augment import SpecAugment
 from tf_transducer.layers.transducer_encoder import TransducerEncoder
@@ -14,6 +15,7 @@ __all__ = [
     "FrameStacking",
     "LogMelSpectrogram",
     "Mfcc",
+    "NeuralTransducer",
     "PredictionNetwork",
     "SpecAugment",
     "TransducerEncoder",

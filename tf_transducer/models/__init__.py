@@ -1,7 +1,9 @@
-"""Keras models: DeepSpeech (CTC), the RNN-T Transducer, lattice models (GNAT)."""
+"""Keras models: DeepSpeech (CTC), the RNN-T Transducer, lattice models (GNAT),
+the Neural Transducer."""
 
 from tf_transducer.models.deepspeech import DeepSpeech
 from tf_transducer.models.lattice_model import LatticeModel
+from tf_transducer.models.neural_transducer import NeuralTransducerModel
 from tf_transducer.models.transducer import Transducer
 
-__all__ = ["DeepSpeech", "LatticeModel", "Transducer"]
+__all__ = ["DeepSpeech", "LatticeModel", "NeuralTransducerModel", "Transducer"]

@@ -2,20 +2,21 @@
 al. 2015), batched and in the graph.
 
 Each block of input frames emits up to W outputs, the last one being the
-end-of-block symbol <e>: k <= W - 1 labels, then <e>. An alignment is how
+end-of-block symbol <e>: n <= W - 1 labels, then <e>. An alignment is how
 many labels each block emits (counts [NB] summing to the target length U).
-Its log-probability, for scores that depend on the block b and on how many
-labels s came before (log_probs[b, s, :]: the layer's teacher-forced output
-distribution there), is
+Its log-probability, for output distributions that depend on the block b,
+on the labels s read so far and on the output's index k in its block
+(log_probs[b, s, k, :], the layer's teacher-forced distributions), is
 
-    sum over blocks b of  sum_{k < n_b} log_probs[b, s_b + k, y[s_b + k]]
-                          + log_probs[b, s_b + n_b, <e>],   s_b = n_0 + ... + n_{b-1}
+    sum over blocks b of  sum_{k < n_b} log_probs[b, s_b + k, k, y[s_b + k]]
+                          + log_probs[b, s_b + n_b, n_b, <e>]
 
-and decomposes block by block, so the best alignment is an exact dynamic
-programme over (block, labels emitted so far): O(NB x (U + 1) x W) work,
-done for the whole batch with one `tf.scan` over blocks.
+with s_b = n_0 + ... + n_{b-1}. It decomposes block by block, so the best
+alignment is an exact dynamic programme over (block, labels emitted so
+far): O(NB x (U + 1) x W) work, for the whole batch in one `tf.scan` over
+blocks.
 
-Shapes: log_probs [B, NB, U + 1, V] (B sequences, NB blocks, V outputs
+Shapes: log_probs [B, NB, U + 1, W, V] (B sequences, NB blocks, V outputs
 including <e>), labels [B, U], label_lengths [B], num_blocks [B].
 """
 
@@ -24,15 +25,31 @@ import tensorflow as tf
 NEG_INF = float("-inf")
 
 
-def _label_and_end_scores(log_probs, labels, e_symbol):
-    """(label [B, NB, U + 1]: log_probs of y[s] at s (0 at s = U),
-    end [B, NB, U + 1]: log_probs of <e>)."""
+def _block_scores(log_probs, labels, max_width, e_symbol):
+    """[W, B, NB, U + 1]: the score of a block that starts after s labels and
+    emits n of them, then <e> (-inf where s + n > U)."""
     U = tf.shape(labels)[1]
-    following = tf.pad(labels, [[0, 0], [0, 1]])  # [B, U + 1]
-    following = tf.broadcast_to(following[:, None], tf.shape(log_probs)[:3])
-    label = tf.gather(log_probs, following, batch_dims=3)
-    label = tf.where(tf.range(U + 1)[None, None] < U, label, 0.0)
-    return label, log_probs[..., e_symbol]
+    following = tf.pad(labels, [[0, 0], [0, 1]])  # [B, U + 1]: y[s] (0 at U)
+    shape = tf.shape(log_probs)
+    following = tf.broadcast_to(following[:, None, :, None], shape[:4])
+    label = tf.gather(log_probs, following, batch_dims=4)  # [B, NB, U + 1, W]
+    end = log_probs[..., e_symbol]  # [B, NB, U + 1, W]
+
+    def from_start(x, k):
+        """x[..., s + k, k] at s (-inf past the end)."""
+        column = x[..., k]
+        return tf.pad(
+            column[..., k:], [[0, 0], [0, 0], [0, k]], constant_values=NEG_INF
+        )
+
+    scores, labels_so_far = [], 0.0
+    for n in range(max_width):
+        scores.append(labels_so_far + from_start(end, n))
+        if n + 1 < max_width:
+            read = from_start(label, n)
+            read = tf.where(tf.range(U + 1)[None, None] + n < U, read, NEG_INF)
+            labels_so_far = labels_so_far + read
+    return tf.stack(scores, axis=0)
 
 
 def best_block_alignment(
@@ -41,7 +58,7 @@ def best_block_alignment(
     """The best alignment of each target sequence to its blocks.
 
     Args:
-      log_probs: float [B, NB, U + 1, V] log-probabilities.
+      log_probs: float [B, NB, U + 1, W, V] log-probabilities.
       labels: int [B, U] targets (values at and past label_lengths ignored).
       label_lengths: int [B].
       num_blocks: int [B] blocks of each sequence (<= NB).
@@ -58,9 +75,10 @@ def best_block_alignment(
     if not isinstance(max_width, int) or max_width < 1:
         raise ValueError(f"max_width must be an int >= 1, got {max_width!r}")
     log_probs = tf.convert_to_tensor(log_probs)
-    if log_probs.shape.rank != 4:
+    if log_probs.shape.rank != 5 or log_probs.shape[3] not in (None, max_width):
         raise ValueError(
-            f"log_probs must be [B, NB, U + 1, V], got shape {log_probs.shape}"
+            f"log_probs must be [B, NB, U + 1, W={max_width}, V], got shape "
+            f"{log_probs.shape}"
         )
     labels = tf.cast(labels, tf.int32)
     label_lengths = tf.cast(label_lengths, tf.int32)
@@ -69,9 +87,7 @@ def best_block_alignment(
     positions = tf.range(U + 1)[None]  # [1, U + 1]
     valid_labels = tf.range(U)[None] < label_lengths[:, None]
     labels = tf.where(valid_labels, labels, 0)
-    label, end = _label_and_end_scores(log_probs, labels, e_symbol)
-    # cum[b, s]: log-probability of labels 0..s-1 read in block b.
-    cum = tf.math.cumsum(label, axis=2, exclusive=True)
+    scores = _block_scores(log_probs, labels, max_width, e_symbol)  # [W, B, NB, U+1]
     reachable = positions <= label_lengths[:, None]  # [B, U + 1]
     dtype = log_probs.dtype
     start = tf.where(positions == 0, tf.zeros_like(reachable, dtype), NEG_INF)
@@ -79,17 +95,21 @@ def best_block_alignment(
 
     def step(carry, inputs):
         dp, _ = carry
-        cum_b, end_b, valid_b = inputs  # [B, U + 1], [B, U + 1], [B]
-        before = dp - cum_b  # best score to s, minus the labels before s
-        shifted = [
-            tf.pad(before[:, : tf.shape(before)[1] - n], [[0, 0], [n, 0]],
-                   constant_values=NEG_INF)
-            for n in range(max_width)
-        ]  # fmt: skip
-        stacked = tf.stack(shifted, axis=0)  # [W, B, U + 1]: from s = e - n
-        best_n = tf.cast(tf.argmax(stacked, axis=0), tf.int32)
-        new = tf.reduce_max(stacked, axis=0) + cum_b + end_b
-        new = tf.where(reachable, new, NEG_INF)
+        block_scores, valid_b = inputs  # [W, B, U + 1], [B]
+        # from s = e - n: dp[s] + scores[n, s], placed at e
+        width = tf.shape(dp)[1]
+        candidates = tf.stack(
+            [
+                tf.pad(
+                    (dp + block_scores[n])[:, : width - n],
+                    [[0, 0], [n, 0]],
+                    constant_values=NEG_INF,
+                )
+                for n in range(max_width)
+            ]
+        )
+        best_n = tf.cast(tf.argmax(candidates, axis=0), tf.int32)
+        new = tf.where(reachable, tf.reduce_max(candidates, axis=0), NEG_INF)
         new = tf.where(valid_b[:, None], new, dp)
         best_n = tf.where(valid_b[:, None], best_n, 0)
         return new, best_n
@@ -98,7 +118,7 @@ def best_block_alignment(
     valid = tf.range(blocks)[:, None] < num_blocks[None]  # [NB, B]
     dps, pointers = tf.scan(
         step,
-        (tf.transpose(cum, [1, 0, 2]), tf.transpose(end, [1, 0, 2]), valid),
+        (tf.transpose(scores, [2, 0, 1, 3]), valid),
         initializer=(start, tf.zeros_like(start, tf.int32)),
     )
     final = tf.cond(blocks > 0, lambda: dps[-1], lambda: start)
@@ -146,11 +166,16 @@ def aligned_targets(counts, labels, num_blocks, max_width, e_symbol):
     return targets, positions, is_label | is_end
 
 
+def aligned_rows(values, positions):
+    """values [B, NB, U + 1, W, ...] at each output's (block, labels before
+    it, index k in its block): [B, NB, W, ...]."""
+    last = tf.shape(values)[2] - 1
+    rows = tf.gather(values, tf.minimum(positions, last), batch_dims=2)
+    index = tf.broadcast_to(tf.range(tf.shape(rows)[2]), tf.shape(positions))
+    return tf.gather(rows, index, axis=3, batch_dims=3)
+
+
 def aligned_log_probs(log_probs, positions, targets):
-    """log_probs [B, NB, U + 1, V] at each output's (block, position, target):
-    [B, NB, W]."""
-    U1 = tf.shape(log_probs)[2]
-    rows = tf.gather(
-        log_probs, tf.minimum(positions, U1 - 1), batch_dims=2
-    )  # [B, NB, W, V]
-    return tf.gather(rows, targets, batch_dims=3)
+    """log_probs [B, NB, U + 1, W, V] at each output's (block, labels before
+    it, index, target): [B, NB, W]."""
+    return tf.gather(aligned_rows(log_probs, positions), targets, batch_dims=3)

@@ -1,0 +1,176 @@
+"""The Neural Transducer: teacher forcing vs a step-by-step loop, the loss on
+its best alignment, a toy task learned to exact match, streaming and TFLite."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf_transducer.layers import NeuralTransducer
+from tf_transducer.losses import NeuralTransducerLoss
+from tf_transducer.models import NeuralTransducerModel
+
+E, V, N, W = 0, 6, 4, 4  # <e> = 0, labels 1..5, 4 frames per block, 4 outputs
+
+
+def layer(**kwargs):
+    args = dict(
+        n_out=V,
+        transducer_hidden_units=16,
+        transducer_max_width=W,
+        input_block_size=N,
+        embedding_size=8,
+        e_symbol_index=E,
+    )
+    return NeuralTransducer(**{**args, **kwargs})
+
+
+def random_case(seed=0):
+    rng = np.random.default_rng(seed)
+    encoder = tf.constant(rng.normal(size=(3, 11, 16)), tf.float32)
+    lengths = tf.constant([11, 6, 1])
+    labels = tf.constant([[1, 2, 3, 4, 5], [5, 5, 1, -1, -1], [2, -1, -1, -1, -1]])
+    return encoder, lengths, labels
+
+
+@pytest.mark.parametrize("prev_state", [False, True])
+def test_teacher_forced_logits_equal_a_step_by_step_loop(prev_state):
+    nt = layer(use_prev_state_as_start=prev_state)
+    encoder, lengths, labels = random_case()
+    out = nt(encoder, lengths, labels)
+    assert out["logits"].shape == (3, 3, 6, W, V)
+    assert out["num_blocks"].numpy().tolist() == [3, 2, 1]
+    loss = NeuralTransducerLoss(W, E)
+    aligned = loss.aligned(labels, out)
+    frames, mask, _ = nt.blocks(encoder, lengths)
+    for b in range(3):
+        o, h, c = nt.initial_state(encoder[b : b + 1], lengths[b : b + 1])
+        s = 0
+        for k in range(int(out["num_blocks"][b])):
+            n = int(aligned["counts"][b, k])
+            for j in range(n + 1):
+                step = nt.head(o[:, None], frames[b : b + 1, k], mask[b : b + 1, k])
+                np.testing.assert_allclose(
+                    step[0, 0], out["logits"][b, k, s], atol=1e-5
+                )
+                if j < n:  # read the label, as the loop would
+                    y = tf.constant([int(labels[b, s])])
+                    o, (h, c) = nt.cell(nt.embedding(y), [h, c])
+                    s += 1
+
+
+def test_loss_is_minus_the_best_alignment_log_probability():
+    nt = layer()
+    encoder, lengths, labels = random_case(1)
+    out = nt(encoder, lengths, labels)
+    loss = NeuralTransducerLoss(W, E, reduction="none")
+    got = loss(labels, out).numpy()
+    aligned = loss.aligned(labels, out)
+    assert aligned["feasible"].numpy().all()
+    picked = np.where(aligned["mask"], aligned["log_probs"], 0).sum(axis=(1, 2))
+    np.testing.assert_allclose(got, -picked, rtol=1e-6)
+    # every sequence's outputs: its labels plus one <e> per block
+    np.testing.assert_array_equal(
+        aligned["mask"].numpy().sum(axis=(1, 2)), [5 + 3, 3 + 2, 1 + 1]
+    )
+    # the gradient reaches the layer's weights and is finite
+    with tf.GradientTape() as tape:
+        total = tf.reduce_sum(loss(labels, nt(encoder, lengths, labels)))
+    grads = tape.gradient(total, nt.trainable_variables)
+    assert all(np.isfinite(tf.convert_to_tensor(g)).all() for g in grads)
+
+
+def test_targets_that_cannot_fit_weigh_nothing():
+    nt = layer(transducer_max_width=2)  # one label per block at most
+    # 5 labels in 3 blocks, 3 in 2: too many; 1 in 1 fits
+    encoder, lengths, labels = random_case(2)
+    out = nt(encoder, lengths, labels)
+    loss = NeuralTransducerLoss(2, E, reduction="none")
+    values = loss(labels, out).numpy()
+    assert values[0] == 0.0 and values[1] == 0.0 and values[2] > 0
+    assert loss.aligned(labels, out)["feasible"].numpy().tolist() == [
+        False,
+        False,
+        True,
+    ]
+
+
+def test_bad_arguments():
+    with pytest.raises(
+        ValueError, match=r"e_symbol_index must be an int in \[0, n_out=6\)"
+    ):
+        layer(e_symbol_index=6)
+    with pytest.raises(ValueError, match="input_block_size must be an int >= 1, got 0"):
+        layer(input_block_size=0)
+    with pytest.raises(
+        ValueError, match="use_prev_state_as_start needs the encoder width"
+    ):
+        layer(use_prev_state_as_start=True)(tf.zeros([1, 4, 5]), [4], [[1]])
+    nt = layer()
+    out = nt(*random_case()[:2], tf.constant([[1, 2]] * 3))
+    with pytest.raises(ValueError, match="has 3 label positions; y_true has 5 labels"):
+        NeuralTransducerLoss(W, E)(random_case()[2], out)
+    with pytest.raises(ValueError, match="y_pred must be a mapping"):
+        NeuralTransducerLoss(W, E)([[1]], tf.zeros([1, 1, 2, V]))
+
+
+def copy_task(n, seed):
+    """Noisy one-hot digits, each held 2 frames on an even frame (blocks
+    never split one), with silent pairs between: copy the digits."""
+    rng = np.random.default_rng(seed)
+    frames = np.zeros((n, 16, V), np.float32)
+    labels = np.full((n, 8), -1, np.int32)
+    texts = []
+    for i in range(n):
+        slots = rng.integers(0, V, size=8)  # 0 = silence
+        frames[i] = np.repeat(np.eye(V, dtype=np.float32)[slots], 2, axis=0)
+        digits = [int(s) for s in slots if s]
+        labels[i, : len(digits)] = digits
+        texts.append(digits)
+    frames += rng.normal(0, 0.1, frames.shape).astype(np.float32)
+    lengths = np.full([n], 16, np.int32)
+    return (frames, lengths), labels[:, : max(1, max(map(len, texts)))], texts
+
+
+def copy_model():
+    keras.utils.set_random_seed(0)
+    encoder = keras.Sequential([keras.layers.Dense(16, activation="tanh")])
+    model = NeuralTransducerModel(layer(), encoder)
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.01), loss=NeuralTransducerLoss(W, E)
+    )
+    return model
+
+
+@pytest.fixture(scope="module")
+def trained():
+    model = copy_model()
+    x, y, _ = copy_task(512, 1)
+    history = model.fit(x, y, batch_size=32, epochs=8, verbose=0).history
+    return model, history
+
+
+def test_learns_to_copy_digit_strings(trained):
+    model, history = trained
+    assert history["error"][-1] < 0.1 * history["error"][0]
+    x, _, texts = copy_task(64, 2)
+    assert model.recognize(x) == texts
+
+
+def test_streaming_steps_equal_whole_sequence_decoding(trained):
+    model, _ = trained
+    x, _, _ = copy_task(8, 3)
+    x = (x[0], np.array([16, 13, 9, 4, 16, 1, 7, 12], np.int32))
+    whole = model.recognize(x)
+    encoded = model(x)["encoder"]
+    nt = model.transducer
+    for b in range(8):
+        state = nt.initial_state(encoded[b : b + 1], x[1][b : b + 1])
+        got, n = [], int(x[1][b])
+        for start in range(0, n, N):
+            block = encoded[b : b + 1, start : start + N]
+            valid = min(N, n - start)
+            block = tf.pad(block, [[0, 0], [0, N - block.shape[1]], [0, 0]])
+            labels, count, state = nt.step(block, [valid], state)
+            got += [int(y) for y in labels.numpy()[0, : int(count[0])]]
+        assert got == whole[b]

@@ -1,0 +1,95 @@
+"""A Keras model: an encoder and the Neural Transducer (Jaitly et al. 2015)."""
+
+import keras
+import tensorflow as tf
+
+from tf_transducer.layers.neural_transducer import NeuralTransducer
+from tf_transducer.losses import NeuralTransducerLoss
+from tf_transducer.models._inputs import split_inputs
+
+
+class NeuralTransducerModel(keras.Model):
+    """An encoder followed by a `NeuralTransducer` layer.
+
+    `model((features [B, T, F], lengths [B]))` gives {"encoder": [B, T, D],
+    "lengths": [B]}; compile with `loss=NeuralTransducerLoss(W, e)` (W and e
+    as the layer's) and `fit` on ((features, lengths), labels [B, U] padded
+    with -1): the layer is run teacher-forced on the labels in
+    `compute_loss`, which also tracks "error", the aligned outputs' edit
+    distance per output (the spec's frame error). `recognize` decodes
+    greedily, block by block.
+
+    Args:
+      transducer: the NeuralTransducer layer.
+      encoder: a Keras layer [B, T, F] -> [B, T, D] keeping the length (e.g.
+        unidirectional LSTMs, for online use); None passes features through.
+    """
+
+    def __init__(self, transducer, encoder=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(transducer, NeuralTransducer):
+            raise ValueError(
+                f"transducer must be a NeuralTransducer layer, got {transducer!r}"
+            )
+        self.transducer, self.encoder = transducer, encoder
+        self.error_tracker = keras.metrics.Mean(name="error")
+
+    def build(self, input_shape):
+        shape = input_shape
+        if isinstance(shape, dict):
+            shape = shape["features"]
+        elif isinstance(shape, (list, tuple)) and isinstance(shape[0], (list, tuple)):
+            shape = shape[0]
+        shape = tuple(shape)
+        if self.encoder is not None:
+            self.encoder.build(shape)
+            shape = self.encoder.compute_output_shape(shape)
+        self.transducer.build(shape)
+        self.built = True
+
+    def call(self, inputs, training=False):
+        values, lengths = split_inputs(inputs, "features")
+        encoded = (
+            values if self.encoder is None else self.encoder(values, training=training)
+        )
+        return {"encoder": encoded, "lengths": lengths}
+
+    @property
+    def metrics(self):
+        return [*super().metrics, self.error_tracker]
+
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        """The compiled NeuralTransducerLoss of labels y; updates "error"."""
+        loss_fn = self.loss
+        layer = self.transducer
+        if not isinstance(loss_fn, NeuralTransducerLoss):
+            raise ValueError(
+                "compile the NeuralTransducerModel with loss=NeuralTransducerLoss"
+                f"(...), got {loss_fn!r}"
+            )
+        if (loss_fn.transducer_max_width, loss_fn.e_symbol_index) != (
+            layer.transducer_max_width,
+            layer.e_symbol_index,
+        ):
+            raise ValueError(
+                "the loss and the layer disagree: loss transducer_max_width="
+                f"{loss_fn.transducer_max_width}, e_symbol_index="
+                f"{loss_fn.e_symbol_index}; layer {layer.transducer_max_width}, "
+                f"{layer.e_symbol_index}"
+            )
+        out = layer(y_pred["encoder"], y_pred["lengths"], y, training=training)
+        loss = loss_fn(y, out, sample_weight)
+        distance, outputs = loss_fn.errors(y, out)
+        self.error_tracker.update_state(
+            tf.reduce_sum(distance) / tf.maximum(tf.reduce_sum(outputs), 1.0)
+        )
+        for extra in self.losses:
+            loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
+        return loss
+
+    def recognize(self, inputs):
+        """B label lists: greedy decoding, block by block."""
+        out = self(inputs, training=False)
+        return self.transducer.greedy_decode(out["encoder"], out["lengths"])
