@@ -174,3 +174,37 @@ def test_streaming_steps_equal_whole_sequence_decoding(trained):
             labels, count, state = nt.step(block, [valid], state)
             got += [int(y) for y in labels.numpy()[0, : int(count[0])]]
         assert got == whole[b]
+
+
+def test_tflite_step_equals_keras(trained, tmp_path):
+    from tf_transducer.export import NeuralTransducerStream, export_neural_transducer
+
+    model, _ = trained
+    sizes = export_neural_transducer(model.transducer, str(tmp_path / "nt"), 16)
+    assert set(sizes) == {
+        "start.tflite",
+        "start.quant.tflite",
+        "step.tflite",
+        "step.quant.tflite",
+    }
+    x, _, texts = copy_task(16, 4)
+    x = (x[0], np.array([16, 15, 11, 6] * 4, np.int32))
+    want = model.recognize(x)
+    encoded = model(x)["encoder"].numpy()
+    stream = NeuralTransducerStream(str(tmp_path / "nt"))
+    quantized = NeuralTransducerStream(str(tmp_path / "nt"), quantized=True)
+    agree = 0
+    for b in range(16):
+        n = int(x[1][b])
+        stream.reset()
+        got = (
+            stream.feed(encoded[b, :5]) + stream.feed(encoded[b, 5:n]) + stream.finish()
+        )
+        assert got == want[b] == stream.labels
+        quantized.reset()
+        quantized.feed(encoded[b, :n])
+        quantized.finish()
+        agree += quantized.labels == want[b]
+    assert agree >= 12  # int8 weights may flip a few
+    with pytest.raises(FileNotFoundError, match="holds no Neural Transducer export"):
+        NeuralTransducerStream(str(tmp_path))

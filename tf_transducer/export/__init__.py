@@ -1,11 +1,17 @@
 """TFLite export and on-device (LiteRT) streaming runners."""
 
 from tf_transducer.export.deepspeech import DeepSpeechStream, export_deepspeech
+from tf_transducer.export.neural_transducer import (
+    NeuralTransducerStream,
+    export_neural_transducer,
+)
 from tf_transducer.export.transducer import TransducerStream, export_transducer
 
 __all__ = [
     "DeepSpeechStream",
+    "NeuralTransducerStream",
     "TransducerStream",
     "export_deepspeech",
+    "export_neural_transducer",
     "export_transducer",
 ]

@@ -1,0 +1,130 @@
+"""Block-streaming TFLite export of a NeuralTransducer layer, and its runner.
+
+Two programs, built-in ops only (float, and dynamic-range quantised):
+
+- start: the first block's frames [1, N, D] and their count [1] -> the
+  decoding state (o, h, c), each [1, H];
+- step: one block's frames, their count and the state -> labels [1, W - 1]
+  (padded with -1), their count [1] and the next state.
+
+The encoder that makes the frames is the caller's (its own export).
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tf_transducer.export._tflite import Program, convert, staging_dir
+
+META = "export.json"
+
+
+def export_neural_transducer(layer, export_dir, encoder_dim):
+    """Writes start / step programs of a built NeuralTransducer layer.
+
+    Args:
+      layer: the `tf_transducer.layers.NeuralTransducer`.
+      export_dir: the folder to create or replace (all or nothing).
+      encoder_dim: D, the width of the encoder frames it reads.
+
+    Returns:
+      {file name: size in bytes}.
+    """
+    N, H = layer.input_block_size, layer.transducer_hidden_units
+    block = [
+        tf.TensorSpec([1, N, encoder_dim], tf.float32),
+        tf.TensorSpec([1], tf.int32),
+    ]
+    state = [tf.TensorSpec([1, H], tf.float32)] * 3
+
+    @tf.function(input_signature=block)
+    def start(frames, frame_count):
+        out, h, c = layer.initial_state(frames, frame_count)
+        return {"out": out, "h": h, "c": c}
+
+    @tf.function(input_signature=block + state)
+    def step(frames, frame_count, out, h, c):
+        labels, count, (out, h, c) = layer.step(frames, frame_count, [out, h, c])
+        return {"labels": labels, "count": count, "out": out, "h": h, "c": c}
+
+    programs = {}
+    for name, function in (("start", start), ("step", step)):
+        programs[f"{name}.tflite"] = convert(function, layer)
+        programs[f"{name}.quant.tflite"] = convert(function, layer, quantize=True)
+    meta = {
+        "model": "tf_transducer.NeuralTransducer",
+        "input_block_size": N,
+        "encoder_dim": encoder_dim,
+        "config": layer.get_config(),
+    }
+    with staging_dir(export_dir) as staging:
+        for name, data in programs.items():
+            with open(os.path.join(staging, name), "wb") as f:
+                f.write(data)
+        with open(os.path.join(staging, META), "w") as f:
+            json.dump(meta, f, indent=2)
+    return {name: len(data) for name, data in programs.items()}
+
+
+class NeuralTransducerStream:
+    """Decodes encoder frames block by block with the exported programs.
+
+    `feed(frames [n, D])` takes any number of frames and returns the labels
+    of the blocks it completed; `finish()` decodes the last, partial block.
+    """
+
+    def __init__(self, export_dir, quantized=False, num_threads=1):
+        path = os.path.join(export_dir, META)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{export_dir!r} holds no Neural Transducer export")
+        with open(path) as f:
+            meta = json.load(f)
+        if meta.get("model") != "tf_transducer.NeuralTransducer":
+            raise ValueError(
+                f"{path}: not a Neural Transducer export ({meta.get('model')})"
+            )
+        suffix = ".quant.tflite" if quantized else ".tflite"
+        self.start_program = Program(
+            os.path.join(export_dir, "start" + suffix), num_threads
+        )
+        self.step_program = Program(
+            os.path.join(export_dir, "step" + suffix), num_threads
+        )
+        self.block, self.dim = meta["input_block_size"], meta["encoder_dim"]
+        self.reset()
+
+    def reset(self):
+        self.pending = np.zeros([0, self.dim], np.float32)
+        self.state = None
+        self.labels = []
+
+    def _run(self, frames):
+        count = len(frames)
+        padded = np.zeros([1, self.block, self.dim], np.float32)
+        padded[0, :count] = frames
+        args = dict(frames=padded, frame_count=[count])
+        if self.state is None:
+            self.state = self.start_program(**args)
+        out = self.step_program(
+            **args, out=self.state["out"], h=self.state["h"], c=self.state["c"]
+        )
+        self.state = {k: out[k] for k in ("out", "h", "c")}
+        labels = [int(y) for y in out["labels"][0, : int(out["count"][0])]]
+        self.labels += labels
+        return labels
+
+    def feed(self, frames):
+        frames = np.asarray(frames, np.float32).reshape(-1, self.dim)
+        self.pending = np.concatenate([self.pending, frames])
+        labels = []
+        while len(self.pending) >= self.block:
+            labels += self._run(self.pending[: self.block])
+            self.pending = self.pending[self.block :]
+        return labels
+
+    def finish(self):
+        labels = self._run(self.pending) if len(self.pending) else []
+        self.pending = self.pending[:0]
+        return labels
