@@ -287,6 +287,15 @@ def test_bad_inputs():
         RecognitionLattice(
             None, FrameDependent(), NullCacher(), TableWeightFn(np.zeros((1, 1, 2)))
         )
+    wrong = table_lattice(np.zeros((2, 3, 4)), FullNGram(2, 1), FrameDependent())
+    with pytest.raises(
+        ValueError, match=r"TableWeightFn gives blank weights \[..., 3\]"
+    ):
+        wrong.forward(frames_of([[0, 1]]), [2])
+    with pytest.raises(ValueError, match=r"needs \[..., 4\] and \[..., 4, 3\]"):
+        table_lattice(np.zeros((2, 3, 3)), FullNGram(3, 1), FrameDependent()).forward(
+            frames_of([[0, 1]]), [2]
+        )
     with pytest.raises(ValueError, match="give lift="):
         from tf_transducer.lattice.semirings import LogLogExpectation
 

@@ -166,7 +166,18 @@ class RecognitionLattice(keras.layers.Layer):
     def _weights(self, frames, cache, state=None):
         if cache is None:
             cache = self.build_cache()
-        return self.weight_fn(cache, frames, state)
+        blank, lexical = self.weight_fn(cache, frames, state)
+        states = self.num_context_states if state is None else state.shape[-1]
+        want = (states, self.vocab_size)
+        got = (blank.shape[-1], *lexical.shape[-2:])
+        if None not in got and got != (want[0], *want):
+            raise ValueError(
+                f"{type(self.weight_fn).__name__} gives blank weights [..., "
+                f"{got[0]}] and lexical weights [..., {got[1]}, {got[2]}]; the "
+                f"lattice needs [..., {want[0]}] and [..., {want[0]}, {want[1]}] "
+                f"({want[0]} context states, vocab_size {want[1]})"
+            )
+        return blank, lexical
 
     def _start(self, batch, width, semiring, dtype):
         one = semiring.ones([batch, width], dtype)
