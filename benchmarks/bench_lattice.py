@@ -13,6 +13,10 @@ Side by side (benchmarks/_harness.py), one worker process per case:
   * tt_loss_xla: the same, jit_compile=True;
   * tt_loss_autodiff: the same loss with the denominator differentiated
     through the time loop instead (what the marginals avoid);
+  * tt_loss_by_frame: RecognitionLattice(frame_by_frame=True): the
+    denominator's weights one frame at a time, recomputed in the backward
+    pass; and both at T=200 (tt_loss_long, tt_loss_by_frame_long) for the
+    memory of long inputs;
   * tt_shortest / tt_shortest_xla: shortest_path;
   * last_loss / last_shortest: Google's LAST (JAX, jax.jit), when
     --last_python names a Python with last-asr, jax and flax installed
@@ -36,10 +40,14 @@ ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per case.", lower_bound=3)
 LAST_PYTHON = flags.DEFINE_string("last_python", "", "A Python with last-asr.")
 WORKER = flags.DEFINE_string("worker", None, "Internal: the case to serve.")
 
+LONG_T = 200  # for the memory of long inputs
 CASES = {
     "tt_loss": "tf_transducer loss + gradient (marginals)",
     "tt_loss_xla": "tf_transducer loss + gradient, XLA",
     "tt_loss_autodiff": "tf_transducer loss + gradient through the loop",
+    "tt_loss_by_frame": "tf_transducer loss + gradient, frame_by_frame=True",
+    "tt_loss_long": f"tf_transducer loss + gradient, T={LONG_T}",
+    "tt_loss_by_frame_long": f"tf_transducer loss + gradient, by frame, T={LONG_T}",
     "tt_shortest": "tf_transducer shortest_path",
     "tt_shortest_xla": "tf_transducer shortest_path, XLA",
     "last_loss": "LAST loss + gradient (jax.jit)",
@@ -65,8 +73,10 @@ def serve_tf(case):
         FrameDependent(),
         SharedRNNCacher(V, CONTEXT, RNN, RNN_EMB),
         JointWeightFn(V, HIDDEN),
+        frame_by_frame="by_frame" in case,
     )
-    frames, num_frames, labels, num_labels = [tf.constant(x) for x in inputs()]
+    steps = LONG_T if case.endswith("_long") else T
+    frames, num_frames, labels, num_labels = [tf.constant(x) for x in inputs(steps)]
     lattice(frames, num_frames, labels, num_labels)  # builds the weights
     variables = lattice.trainable_variables
     xla = case.endswith("_xla")
@@ -129,6 +139,8 @@ def main(argv):
         print(f"{case:18s} {seconds * 1e3:9.2f} ms  {CASES[case]}{memory}")
     pairs = [
         ("tt_loss_autodiff", "tt_loss"),
+        ("tt_loss_by_frame", "tt_loss"),
+        ("tt_loss_by_frame_long", "tt_loss_long"),
         ("tt_loss", "tt_loss_xla"),
         ("tt_shortest", "tt_shortest_xla"),
         ("tt_loss", "last_loss"),
@@ -139,11 +151,13 @@ def main(argv):
     for a, b in pairs:
         if a in medians and b in medians:
             print(f"{a} / {b}: {medians[a] / medians[b]:.2f}x")
-    a, b = reports["tt_loss_autodiff"], reports["tt_loss"]
-    print(
-        "peak tensor memory, autodiff / marginals: "
-        f"{a['peak_tensor_bytes'] / b['peak_tensor_bytes']:.2f}x"
-    )
+    for a, b in (
+        ("tt_loss_autodiff", "tt_loss"),
+        ("tt_loss_by_frame", "tt_loss"),
+        ("tt_loss_by_frame_long", "tt_loss_long"),
+    ):
+        ratio = reports[a]["peak_tensor_bytes"] / reports[b]["peak_tensor_bytes"]
+        print(f"peak tensor memory, {a} / {b}: {ratio:.2f}x")
     return 0
 
 

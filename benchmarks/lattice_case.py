@@ -7,7 +7,8 @@ B, T, F, U, V, CONTEXT = 4, 20, 128, 8, 26, 2
 HIDDEN, RNN, RNN_EMB = 128, 128, 64
 
 
-def inputs():
+def inputs(T=T):
+    """frames [B, T, F], num_frames [B], labels [B, U], num_labels [B]."""
     rng = np.random.default_rng(0)
     frames = rng.normal(size=(B, T, F)).astype(np.float32)
     num_frames = np.array([T, T - 3, T - 6, T - 9], np.int32)

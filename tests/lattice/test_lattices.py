@@ -324,3 +324,37 @@ def test_runs_inside_tf_function(jit_compile):
     np.testing.assert_array_equal(aligned, want[0])
     np.testing.assert_array_equal(count, want[1])
     np.testing.assert_allclose(weight, want[2], rtol=1e-5)
+
+
+@pytest.mark.parametrize("alignment", ["frame", "label2"])
+@pytest.mark.parametrize("in_function", [False, True], ids=["eager", "graph"])
+def test_frame_by_frame_denominator_equals_all_frames(alignment, in_function):
+    lattice, frames, num_frames, labels, num_labels = joint_lattice(
+        ALIGNMENTS[alignment]()
+    )
+    lean = RecognitionLattice(
+        lattice.context,
+        lattice.alignment,
+        lattice.weight_fn_cacher,
+        lattice.weight_fn,
+        frame_by_frame=True,
+    )
+    frames = tf.Variable(frames)
+
+    def loss_and_grads(which):
+        with tf.GradientTape() as tape:
+            loss = which(frames, num_frames, labels, num_labels)
+            total = tf.reduce_sum(loss)
+        targets = [frames, *lattice.trainable_variables]
+        return loss, [tf.convert_to_tensor(g) for g in tape.gradient(total, targets)]
+
+    if in_function:
+        loss_and_grads = tf.function(loss_and_grads)
+    want_loss, want = loss_and_grads(lattice)
+    got_loss, got = loss_and_grads(lean)
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
+    assert len(got) == len(want) > 5  # the frames, the cacher's and the joint's
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
+    empty = lean(frames, [0, 0, 0], labels, [0, 0, 0])
+    np.testing.assert_allclose(empty, [0.0] * 3)
