@@ -9,14 +9,16 @@ per frame is computed); labels of 8 symbols. 2 threads, float32.
 Side by side (benchmarks/_harness.py), one worker process per case:
 
   * tt_loss: tf.function of the loss and its gradient with respect to every
-    weight (the denominator's gradient from forward-backward marginals);
+    weight (the denominator's gradient from forward-backward marginals), with
+    RecognitionLattice(frame_by_frame=False): the weights of all frames at
+    once;
   * tt_loss_xla: the same, jit_compile=True;
   * tt_loss_autodiff: the same loss with the denominator differentiated
     through the time loop instead (what the marginals avoid);
-  * tt_loss_by_frame: RecognitionLattice(frame_by_frame=True): the
-    denominator's weights one frame at a time, recomputed in the backward
-    pass; and both at T=200 (tt_loss_long, tt_loss_by_frame_long) for the
-    memory of long inputs;
+  * tt_loss_by_frame: frame_by_frame=True (the default): the denominator's
+    weights one frame at a time, recomputed in the backward pass; and both
+    at T=200 (tt_loss_long, tt_loss_by_frame_long) for the memory of long
+    inputs;
   * tt_shortest / tt_shortest_xla: shortest_path;
   * last_loss / last_shortest: Google's LAST (JAX, jax.jit), when
     --last_python names a Python with last-asr, jax and flax installed

@@ -15,7 +15,9 @@ where string_forward sums the paths that spell y, and log Z (all paths) is
 and the Log-semiring forward otherwise. The gradient of log Z is computed
 from the forward-backward arc marginals (a custom gradient), not by
 differentiating through the time loop: it keeps the forward weights of
-each frame ([B, T, C]) and the arc weights ([B, T, C, V]), nothing more.
+each frame ([B, T, C]); by default the arc weights are computed one frame
+at a time and again in the backward pass, where the marginals are pulled
+back through them (`frame_by_frame`), so nothing else grows with T.
 
 Shapes: frames [B, T, F], num_frames [B], labels [B, U] (in [1, V]; what
 lies at or past num_labels is ignored), num_labels [B]; C context states,
@@ -100,10 +102,11 @@ class RecognitionLattice(keras.layers.Layer):
         from the context (e.g. `lambda c: SharedEmbCacher(c.shape()[0], 32)`).
       weight_fn_factory: a WeightFn, or a callable making one from the context.
       frame_by_frame: for the global denominator, run the weight function one
-        frame at a time, and again in the backward pass (as LAST does): the
-        memory of a loss step no longer grows with the weight function's
-        activations of every frame, for about 1.5x the time of running it on
-        all frames at once (the default).
+        frame at a time, and again in the backward pass (as LAST does), so
+        that a loss step's memory does not hold the weight function's
+        activations of every frame (0.07x the peak at T = 200 in
+        benchmarks/BENCHMARKS.md, for 1.2x the time). False runs it on all
+        frames at once: faster for short inputs.
     """
 
     def __init__(
@@ -112,7 +115,7 @@ class RecognitionLattice(keras.layers.Layer):
         alignment,
         weight_fn_cacher_factory,
         weight_fn_factory,
-        frame_by_frame=False,
+        frame_by_frame=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
