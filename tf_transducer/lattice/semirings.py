@@ -130,8 +130,8 @@ def _logsumexp(a, axis):
     return lse(a)
 
 
-class _Log(Semiring):
-    """(logaddexp, +) on log weights: zero is -inf, one is 0."""
+class _LogDomain(Semiring):
+    """Weights kept as logs: zero is -inf, one is 0, times is +."""
 
     def zeros(self, shape, dtype=None):
         return tf.fill(shape, tf.constant(float("-inf"), _dtype(dtype)))
@@ -142,11 +142,15 @@ class _Log(Semiring):
     def times(self, a, b):
         return a + b
 
-    def plus(self, a, b):
-        return _logaddexp(*_broadcast(a, b))
-
     def prod(self, a, axis):
         return tf.reduce_sum(a, axis=_check_axis(a, axis))
+
+
+class _Log(_LogDomain):
+    """(logaddexp, +) on log weights."""
+
+    def plus(self, a, b):
+        return _logaddexp(*_broadcast(a, b))
 
     def sum(self, a, axis):
         return _logsumexp(a, _check_axis(a, axis))
@@ -190,23 +194,11 @@ def _max(a, axis):
     return reduce_max(a)
 
 
-class _MaxTropical(Semiring):
-    """(max, +) on log weights: zero is -inf, one is 0."""
-
-    def zeros(self, shape, dtype=None):
-        return tf.fill(shape, tf.constant(float("-inf"), _dtype(dtype)))
-
-    def ones(self, shape, dtype=None):
-        return tf.zeros(shape, _dtype(dtype))
-
-    def times(self, a, b):
-        return a + b
+class _MaxTropical(_LogDomain):
+    """(max, +) on log weights."""
 
     def plus(self, a, b):
         return _maximum(*_broadcast(a, b))
-
-    def prod(self, a, axis):
-        return tf.reduce_sum(a, axis=_check_axis(a, axis))
 
     def sum(self, a, axis):
         axis = _check_axis(a, axis)

@@ -19,3 +19,19 @@ def split_inputs(inputs, key):
     if lengths is None:
         lengths = tf.fill(tf.shape(values)[:1], tf.shape(values)[1])
     return values, tf.cast(lengths, tf.int32)
+
+
+def encoded_shape(input_shape, encoder):
+    """The shape of the frames an (optional) encoder makes from model inputs
+    whose shape is given as values, (values, lengths) or a dict (building
+    the encoder on the way)."""
+    shape = input_shape
+    if isinstance(shape, dict):
+        shape = shape["features"]
+    elif isinstance(shape, (list, tuple)) and isinstance(shape[0], (list, tuple)):
+        shape = shape[0]
+    shape = tuple(shape)
+    if encoder is None:
+        return shape
+    encoder.build(shape)
+    return encoder.compute_output_shape(shape)

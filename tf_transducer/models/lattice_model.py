@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tf_transducer.lattice import RecognitionLattice
 from tf_transducer.losses import RecognitionLatticeLoss
-from tf_transducer.models._inputs import split_inputs
+from tf_transducer.models._inputs import encoded_shape, split_inputs
 
 
 class LatticeModel(keras.Model):
@@ -30,15 +30,7 @@ class LatticeModel(keras.Model):
         self.lattice, self.encoder = lattice, encoder
 
     def build(self, input_shape):
-        shape = input_shape
-        if isinstance(shape, dict):
-            shape = shape["features"]
-        elif isinstance(shape, (list, tuple)) and isinstance(shape[0], (list, tuple)):
-            shape = shape[0]
-        shape = tuple(shape)
-        if self.encoder is not None:
-            self.encoder.build(shape)
-            shape = self.encoder.compute_output_shape(shape)
+        shape = encoded_shape(input_shape, self.encoder)
         # Build the weight function on one dummy frame: it has no other shape.
         self.lattice.weight_fn(self.lattice.build_cache(), tf.zeros([1, shape[-1]]))
         self.built = True

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tf_transducer.layers.neural_transducer import NeuralTransducer
 from tf_transducer.losses import NeuralTransducerLoss
-from tf_transducer.models._inputs import split_inputs
+from tf_transducer.models._inputs import encoded_shape, split_inputs
 
 
 class NeuralTransducerModel(keras.Model):
@@ -35,15 +35,7 @@ class NeuralTransducerModel(keras.Model):
         self.error_tracker = keras.metrics.Mean(name="error")
 
     def build(self, input_shape):
-        shape = input_shape
-        if isinstance(shape, dict):
-            shape = shape["features"]
-        elif isinstance(shape, (list, tuple)) and isinstance(shape[0], (list, tuple)):
-            shape = shape[0]
-        shape = tuple(shape)
-        if self.encoder is not None:
-            self.encoder.build(shape)
-            shape = self.encoder.compute_output_shape(shape)
+        shape = encoded_shape(input_shape, self.encoder)
         self.transducer.build(shape)
         self.built = True
 
