@@ -30,6 +30,13 @@ def _select_states(weights, state):
     return tf.gather(weights, state, axis=rank - 1, batch_dims=rank - 1)
 
 
+def _check_sizes(**minimum_and_value):
+    """ValueError unless each value is an int >= its minimum: name=(low, value)."""
+    for name, (low, value) in minimum_and_value.items():
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
 def hat_normalize(blank, lexical):
     """HAT's local normalisation: P(blank) = sigmoid(blank); labels share the
     rest by a softmax: log P(y) = log(1 - sigmoid(blank)) + log_softmax(lexical)_y.
@@ -87,12 +94,10 @@ class SharedEmbCacher(WeightFnCacher):
 
     def __init__(self, num_context_states, embedding_size, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (
-            ("num_context_states", num_context_states),
-            ("embedding_size", embedding_size),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        _check_sizes(
+            num_context_states=(1, num_context_states),
+            embedding_size=(1, embedding_size),
+        )
         self.num_context_states = num_context_states
         self.embedding_size = embedding_size
 
@@ -151,14 +156,12 @@ class SharedRNNCacher(WeightFnCacher):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value, low in (
-            ("vocab_size", vocab_size, 1),
-            ("context_size", context_size, 0),
-            ("rnn_size", rnn_size, 1),
-            ("rnn_embedding_size", rnn_embedding_size, 1),
-        ):
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        _check_sizes(
+            vocab_size=(1, vocab_size),
+            context_size=(0, context_size),
+            rnn_size=(1, rnn_size),
+            rnn_embedding_size=(1, rnn_embedding_size),
+        )
         self.vocab_size, self.context_size = vocab_size, context_size
         self.rnn_size, self.rnn_embedding_size = rnn_size, rnn_embedding_size
         if isinstance(rnn_cell, dict):
@@ -198,9 +201,7 @@ class JointWeightFn(WeightFn):
 
     def __init__(self, vocab_size, hidden_size, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        _check_sizes(vocab_size=(1, vocab_size), hidden_size=(1, hidden_size))
         self.vocab_size, self.hidden_size = vocab_size, hidden_size
         self.frame_projection = keras.layers.Dense(hidden_size, name="frame")
         self.context_projection = keras.layers.Dense(
