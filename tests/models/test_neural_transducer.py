@@ -1,6 +1,8 @@
 """The Neural Transducer: teacher forcing vs a step-by-step loop, the loss on
 its best alignment, a toy task learned to exact match, streaming and TFLite."""
 
+import itertools
+
 import keras
 import numpy as np
 import pytest
@@ -208,3 +210,55 @@ def test_tflite_step_equals_keras(trained, tmp_path):
     assert agree >= 12  # int8 weights may flip a few
     with pytest.raises(FileNotFoundError, match="holds no Neural Transducer export"):
         NeuralTransducerStream(str(tmp_path))
+
+
+def summed_log_prob(nt, encoder, lengths, labels):
+    """log P(labels): teacher-forced distributions, every alignment summed."""
+    y = tf.constant([labels], tf.int32) if labels else tf.zeros([1, 0], tf.int32)
+    out = nt(encoder, lengths, y)
+    lp = tf.nn.log_softmax(out["logits"])[0].numpy()  # [NB, U + 1, W, V]
+    blocks, width = int(out["num_blocks"][0]), nt.transducer_max_width
+    totals = []
+    for counts in itertools.product(range(width), repeat=blocks):
+        if sum(counts) != len(labels):
+            continue
+        total, s = 0.0, 0
+        for b, n in enumerate(counts):
+            total += sum(lp[b, s + k, k, labels[s + k]] for k in range(n))
+            total += lp[b, s + n, n, E]
+            s += n
+        totals.append(total)
+    return np.logaddexp.reduce(totals)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_wide_beam_finds_the_most_probable_labels(seed):
+    from tf_transducer.decoding import neural_transducer_beam_search
+
+    keras.utils.set_random_seed(seed)
+    nt = layer(n_out=3, transducer_max_width=3)  # labels 1, 2
+    encoder = tf.constant(
+        np.random.default_rng(seed).normal(size=(1, 8, 16)) * 3, tf.float32
+    )
+    lengths = tf.constant([8])
+    candidates = [
+        list(c) for n in range(5) for c in itertools.product([1, 2], repeat=n)
+    ]  # up to (W - 1) x 2 blocks labels
+    scores = [summed_log_prob(nt, encoder, lengths, c) for c in candidates]
+    ((labels, score),) = neural_transducer_beam_search(nt, encoder, lengths, beam=64)
+    assert labels == candidates[int(np.argmax(scores))]
+    assert score == pytest.approx(max(scores), abs=1e-4)
+    greedy = nt.greedy_decode(encoder, lengths)[0]
+    assert summed_log_prob(nt, encoder, lengths, greedy) <= score + 1e-5
+    with pytest.raises(ValueError, match="beam must be an int >= 1"):
+        neural_transducer_beam_search(nt, encoder, lengths, beam=0)
+
+
+def test_beam_search_on_the_copy_task(trained):
+    from tf_transducer.decoding import neural_transducer_beam_search
+
+    model, _ = trained
+    x, _, texts = copy_task(16, 5)
+    encoded = model(x)["encoder"]
+    found = neural_transducer_beam_search(model.transducer, encoded, x[1], beam=4)
+    assert [labels for labels, _ in found] == texts

@@ -1,4 +1,4 @@
-"""Decoding: CTC greedy / beam search with n-gram LMs; error rates."""
+"""Decoding: CTC, transducer and Neural Transducer search, n-gram LMs, error rates."""
 
 from tf_transducer.decoding.ctc import ctc_beam_search, ctc_greedy_decode
 from tf_transducer.decoding.lm import (
@@ -12,6 +12,7 @@ from tf_transducer.decoding.metrics import (
     edit_distance,
     word_error_rate,
 )
+from tf_transducer.decoding.neural_transducer import neural_transducer_beam_search
 
 __all__ = [
     "ArpaModel",
@@ -22,5 +23,6 @@ __all__ = [
     "ctc_greedy_decode",
     "edit_distance",
     "load_language_model",
+    "neural_transducer_beam_search",
     "word_error_rate",
 ]

@@ -169,9 +169,8 @@ class NeuralTransducer(keras.layers.Layer):
 
     def read_labels(self, labels, state):
         """LSTM outputs after 0..U labels: [B, U + 1, H] (first input: <e>)."""
-        inputs = tf.concat(
-            [tf.fill(tf.shape(labels[:, :1]), self.e_symbol_index), labels], axis=1
-        )
+        start = tf.fill(tf.stack([tf.shape(labels)[0], 1]), self.e_symbol_index)
+        inputs = tf.concat([start, labels], axis=1)
         embedded = self.embedding(inputs)
 
         def step(carry, x):

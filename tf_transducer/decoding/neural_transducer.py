@@ -1,0 +1,81 @@
+"""Beam search for the Neural Transducer (tf_transducer.layers.NeuralTransducer).
+
+Block by block: every hypothesis emits up to W - 1 labels in the block, each
+step keeping the `beam` best extensions, and ends the block with <e> (forced
+at the W-th output). Hypotheses that end the block with the same labels are
+merged by adding their probabilities (their LSTM states are equal: the state
+depends on the labels alone), then the `beam` best go on to the next block.
+With a beam wide enough to keep everything this is the most probable label
+sequence, its probability summed over alignments.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _merge(table, labels, score, state):
+    if labels in table:
+        table[labels] = (np.logaddexp(table[labels][0], score), state)
+    else:
+        table[labels] = (score, state)
+
+
+def neural_transducer_beam_search(layer, encoder, encoder_lengths, beam=4):
+    """B (labels, log-probability) pairs from a NeuralTransducer layer.
+
+    Args:
+      layer: the `tf_transducer.layers.NeuralTransducer`.
+      encoder: float [B, T, D] encoder frames; encoder_lengths: int [B].
+      beam: hypotheses kept (an int >= 1).
+    """
+    if not isinstance(beam, int) or beam < 1:
+        raise ValueError(f"beam must be an int >= 1, got {beam!r}")
+    W, e = layer.transducer_max_width, layer.e_symbol_index
+    encoder = tf.convert_to_tensor(encoder)
+    encoder_lengths = tf.convert_to_tensor(encoder_lengths)
+    frames, mask, num_blocks = layer.blocks(encoder, encoder_lengths)
+    results = []
+    for b in range(int(tf.shape(encoder)[0])):
+        start = layer.initial_state(encoder[b : b + 1], encoder_lengths[b : b + 1])
+        hyps = {(): (0.0, [s.numpy() for s in start])}
+        for block in range(int(num_blocks[b])):
+            f, m = frames[b : b + 1, block], mask[b : b + 1, block]
+            finished = {}
+            active = [(score, labels, state) for labels, (score, state) in hyps.items()]
+            for k in range(W):
+                if not active:
+                    break
+                outs = np.concatenate([state[0] for _, _, state in active])
+                n = len(active)
+                logits = layer.head(
+                    outs[:, None], tf.repeat(f, n, 0), tf.repeat(m, n, 0), index=k
+                )[:, 0]
+                log_probs = _log_softmax(np.asarray(logits, np.float64))
+                grown = []
+                for (score, labels, state), row in zip(active, log_probs, strict=True):
+                    _merge(finished, labels, score + row[e], state)
+                    if k == W - 1:
+                        continue  # the last output of a block is <e>
+                    best = [int(y) for y in np.argsort(-row) if y != e][:beam]
+                    grown += [(score + row[y], labels + (y,), state, y) for y in best]
+                grown = sorted(grown, key=lambda g: -g[0])[:beam]
+                active = []
+                if grown:
+                    h = np.concatenate([g[2][1] for g in grown])
+                    c = np.concatenate([g[2][2] for g in grown])
+                    ys = tf.constant([g[3] for g in grown])
+                    out, (h, c) = layer.cell(layer.embedding(ys), [h, c])
+                    out, h, c = out.numpy(), h.numpy(), c.numpy()
+                    for i, (score, labels, _, _) in enumerate(grown):
+                        state = [out[i : i + 1], h[i : i + 1], c[i : i + 1]]
+                        active.append((score, labels, state))
+            kept = sorted(finished.items(), key=lambda item: -item[1][0])[:beam]
+            hyps = dict(kept)
+        labels, (score, _) = max(hyps.items(), key=lambda item: item[1][0])
+        results.append((list(labels), float(score)))
+    return results
