@@ -206,6 +206,10 @@ def test_no_frames_is_the_semiring_one():
     np.testing.assert_allclose(lattice(frames, [0, 0, 0], labels, [0, 0, 0]), [0.0] * 3)
     aligned, count, weight = lattice.shortest_path(frames, [0, 0, 0])
     assert count.numpy().tolist() == [0, 0, 0] and (weight.numpy() == 0).all()
+    none = frames[:, :0]  # no frames at all, T = 0
+    np.testing.assert_allclose(lattice.forward(none, [0, 0, 0]), [0.0] * 3)
+    np.testing.assert_allclose(lattice(none, [0, 0, 0], labels, [0, 0, 0]), [0.0] * 3)
+    assert lattice.shortest_path(none, [0, 0, 0])[1].numpy().tolist() == [0, 0, 0]
 
 
 @pytest.mark.parametrize("alignment", sorted(ALIGNMENTS))

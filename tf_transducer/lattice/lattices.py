@@ -207,11 +207,13 @@ class RecognitionLattice(keras.layers.Layer):
             )
         return blank, lexical
 
-    def _start(self, batch, width, semiring, dtype):
+    @staticmethod
+    def _start(batch, width, semiring, dtype, index=0):
+        """[batch, width] semiring values: one at index, zero elsewhere."""
         one = semiring.ones([batch, width], dtype)
         zero = semiring.zeros([batch, width], dtype)
-        first = tf.range(width)[None] == 0
-        return _map(lambda o, z: tf.where(first, o, z), one, zero)
+        at = tf.range(width)[None] == index
+        return _map(lambda o, z: tf.where(at, o, z), one, zero)
 
     def _scan(self, step, alpha0, weights, num_frames, keep_all=False):
         """alpha after every frame (time-major) from a per-frame step."""
@@ -226,7 +228,9 @@ class RecognitionLattice(keras.layers.Layer):
         alphas = tf.scan(body, (_time_major(weights), valid), initializer=alpha0)
         if keep_all:
             return alphas
-        return _map(lambda a: a[-1], alphas)
+        return _map(
+            lambda a, a0: tf.cond(total > 0, lambda: a[-1], lambda: a0), alphas, alpha0
+        )
 
     def forward(
         self, frames, num_frames, semiring=semirings.Log, cache=None, lift=None
@@ -257,12 +261,9 @@ class RecognitionLattice(keras.layers.Layer):
         return self._scan(step, alpha0, (blank, lexical), num_frames, keep_all)
 
     def _start_context(self, batch, semiring, dtype):
-        start = tf.range(self.num_context_states)[None] == self.context.start()
-        shape = [batch, self.num_context_states]
-        return _map(
-            lambda o, z: tf.where(start, o, z),
-            semiring.ones(shape, dtype),
-            semiring.zeros(shape, dtype),
+        """[batch, C]: one at the context's start state, zero elsewhere."""
+        return self._start(
+            batch, self.num_context_states, semiring, dtype, self.context.start()
         )
 
     def string_forward(
@@ -532,7 +533,9 @@ class RecognitionLattice(keras.layers.Layer):
             )
             weights = maxt.sum(alpha, axis=-1)
         used_blank, used_lexical = tape.gradient(
-            weights, [per_state_blank, per_state_lexical]
+            weights,
+            [per_state_blank, per_state_lexical],
+            unconnected_gradients=tf.UnconnectedGradients.ZERO,  # T = 0
         )
         took_blank = tf.reduce_sum(used_blank, axis=-1) > 0.5  # [B, T, A]
         flat = tf.reshape(
