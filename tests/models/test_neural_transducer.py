@@ -208,7 +208,10 @@ def test_tflite_step_equals_keras(trained, tmp_path):
         quantized.finish()
         agree += quantized.labels == want[b]
     assert agree >= 12  # int8 weights may flip a few
-    with pytest.raises(FileNotFoundError, match="holds no Neural Transducer export"):
+    with pytest.raises(FileNotFoundError, match="is not a Neural Transducer export"):
+        NeuralTransducerStream(str(tmp_path))
+    (tmp_path / "export.json").write_text('{"model": "tf_transducer.Transducer"}')
+    with pytest.raises(ValueError, match="'tf_transducer.Transducer', not of a Neural"):
         NeuralTransducerStream(str(tmp_path))
 
 

@@ -2,6 +2,7 @@
 
 import contextlib
 import inspect
+import json
 import os
 import shutil
 import tempfile
@@ -51,6 +52,27 @@ def convert(function, owner, quantize=False):
         if quantize:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         return converter.convert()
+
+
+META = "export.json"
+
+
+def read_meta(export_dir, model, name):
+    """The export.json of an export folder, checked to be of `model`.
+
+    Raises FileNotFoundError without one, ValueError for another model's.
+    """
+    path = os.path.join(export_dir, META)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{export_dir!r} is not a {name} export (no {META})")
+    with open(path) as f:
+        meta = json.load(f)
+    if meta.get("model") != model:
+        raise ValueError(
+            f"{export_dir!r} holds an export of "
+            f"{meta.get('model', 'another model')!r}, not of a {name}"
+        )
+    return meta
 
 
 @contextlib.contextmanager

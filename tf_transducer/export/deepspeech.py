@@ -23,7 +23,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.export._tflite import Program, convert, staging_dir
+from tf_transducer.export._tflite import META, Program, convert, read_meta, staging_dir
+
+MODEL = "tf_transducer.DeepSpeech"
 
 FILES = ("features.tflite", "acoustic.tflite", "acoustic.quant.tflite")
 
@@ -67,6 +69,7 @@ def export_deepspeech(model, export_dir, alphabet, n_steps=16):
         "acoustic.quant.tflite": convert(acoustic, model, quantize=True),
     }
     meta = {
+        "model": MODEL,
         "sample_rate": model.sample_rate,
         "frame_length": mfcc.frame_length,
         "frame_step": mfcc.frame_step,
@@ -81,7 +84,7 @@ def export_deepspeech(model, export_dir, alphabet, n_steps=16):
             with open(os.path.join(staging, name), "wb") as f:
                 f.write(data)
         alphabet.save(os.path.join(staging, "alphabet.txt"))
-        with open(os.path.join(staging, "export.json"), "w") as f:
+        with open(os.path.join(staging, META), "w") as f:
             json.dump(meta, f, indent=2)
     return {name: len(data) for name, data in programs.items()}
 
@@ -99,13 +102,7 @@ class DeepSpeechStream:
     """
 
     def __init__(self, export_dir, quantized=False, num_threads=1):
-        meta_path = os.path.join(export_dir, "export.json")
-        if not os.path.isfile(meta_path):
-            raise FileNotFoundError(
-                f"{export_dir!r} is not a DeepSpeech export (no export.json)"
-            )
-        with open(meta_path) as f:
-            self.meta = json.load(f)
+        self.meta = read_meta(export_dir, MODEL, "DeepSpeech")
         from tf_transducer.data import CharacterAlphabet
 
         self.alphabet = CharacterAlphabet.from_file(

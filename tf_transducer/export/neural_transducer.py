@@ -16,9 +16,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.export._tflite import Program, convert, staging_dir
+from tf_transducer.export._tflite import META, Program, convert, read_meta, staging_dir
 
-META = "export.json"
+MODEL = "tf_transducer.NeuralTransducer"
 
 
 def export_neural_transducer(layer, export_dir, encoder_dim):
@@ -54,7 +54,7 @@ def export_neural_transducer(layer, export_dir, encoder_dim):
         programs[f"{name}.tflite"] = convert(function, layer)
         programs[f"{name}.quant.tflite"] = convert(function, layer, quantize=True)
     meta = {
-        "model": "tf_transducer.NeuralTransducer",
+        "model": MODEL,
         "input_block_size": N,
         "encoder_dim": encoder_dim,
         "config": layer.get_config(),
@@ -76,15 +76,7 @@ class NeuralTransducerStream:
     """
 
     def __init__(self, export_dir, quantized=False, num_threads=1):
-        path = os.path.join(export_dir, META)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{export_dir!r} holds no Neural Transducer export")
-        with open(path) as f:
-            meta = json.load(f)
-        if meta.get("model") != "tf_transducer.NeuralTransducer":
-            raise ValueError(
-                f"{path}: not a Neural Transducer export ({meta.get('model')})"
-            )
+        meta = read_meta(export_dir, MODEL, "Neural Transducer")
         suffix = ".quant.tflite" if quantized else ".tflite"
         self.start_program = Program(
             os.path.join(export_dir, "start" + suffix), num_threads

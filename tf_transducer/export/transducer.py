@@ -23,7 +23,9 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transducer.decoding.transducer import GreedyState, greedy_continue
-from tf_transducer.export._tflite import Program, convert, staging_dir
+from tf_transducer.export._tflite import META, Program, convert, read_meta, staging_dir
+
+MODEL = "tf_transducer.Transducer"
 
 PROGRAMS = ("features", "encoder", "predictor", "joiner")
 
@@ -134,7 +136,7 @@ def export_transducer(model, export_dir, text_encoder, features, chunk_frames=No
         programs[f"{name}.quant.tflite"] = convert(function, model, quantize=True)
     state_shapes = [list(s.shape[1:]) for s in model.predictor.initial_state(1)]
     meta = {
-        "model": "tf_transducer.Transducer",
+        "model": MODEL,
         "sample_rate": features.sample_rate,
         "frame_length": features.frame_length,
         "frame_step": features.frame_step,
@@ -154,7 +156,7 @@ def export_transducer(model, export_dir, text_encoder, features, chunk_frames=No
                 f.write(data)
         with open(os.path.join(staging, "text_encoder.json"), "w") as f:
             json.dump({"kind": kind, "config": text_encoder.get_config()}, f)
-        with open(os.path.join(staging, "export.json"), "w") as f:
+        with open(os.path.join(staging, META), "w") as f:
             json.dump(meta, f, indent=2)
     return {name: len(data) for name, data in programs.items()}
 
@@ -209,18 +211,7 @@ class TransducerStream:
     def __init__(
         self, export_dir, quantized=False, num_threads=1, max_symbols_per_frame=3
     ):
-        meta_path = os.path.join(export_dir, "export.json")
-        if not os.path.isfile(meta_path):
-            raise FileNotFoundError(
-                f"{export_dir!r} is not a Transducer export (no export.json)"
-            )
-        with open(meta_path) as f:
-            self.meta = json.load(f)
-        if self.meta.get("model") != "tf_transducer.Transducer":
-            raise ValueError(
-                f"{export_dir!r} holds an export of "
-                f"{self.meta.get('model', 'another model')!r}, not of a Transducer"
-            )
+        self.meta = read_meta(export_dir, MODEL, "Transducer")
         self.text_encoder = load_text_encoder_config(
             os.path.join(export_dir, "text_encoder.json")
         )
