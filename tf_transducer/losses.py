@@ -542,7 +542,13 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
     def aligned(self, y_true, y_pred):
         """The best alignment: {"log_probs" [B, NB, W] of the aligned outputs,
         "targets" [B, NB, W], "positions" [B, NB, W] (labels before each
-        output), "mask" [B, NB, W], "counts" [B, NB], "feasible" [B]}."""
+        output), "mask" [B, NB, W], "counts" [B, NB], "feasible" [B]}.
+
+        A y_pred that already holds it under "aligned" (from an earlier
+        call on the same y_true and logits) is not searched again.
+        """
+        if isinstance(y_pred, Mapping) and "aligned" in y_pred:
+            return y_pred["aligned"]
         if not isinstance(y_pred, Mapping) or "logits" not in y_pred:
             raise ValueError(
                 'y_pred must be a mapping with "logits" [B, NB, U + 1, W, n_out] and '

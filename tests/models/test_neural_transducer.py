@@ -71,6 +71,8 @@ def test_loss_is_minus_the_best_alignment_log_probability():
     assert aligned["feasible"].numpy().all()
     picked = np.where(aligned["mask"], aligned["log_probs"], 0).sum(axis=(1, 2))
     np.testing.assert_allclose(got, -picked, rtol=1e-6)
+    reused = loss(labels, dict(out, aligned=aligned))  # no second search
+    np.testing.assert_allclose(reused, got, rtol=1e-6)
     # every sequence's outputs: its labels plus one <e> per block
     np.testing.assert_array_equal(
         aligned["mask"].numpy().sum(axis=(1, 2)), [5 + 3, 3 + 2, 1 + 1]

@@ -82,7 +82,6 @@ class TimeSyncAlignmentLattice(abc.ABC):
         Returns:
           [..., C] weights of the next frame's start states.
         """
-        check_num_weights(self, blank, lexical)
         return self._sweep(
             alpha,
             blank,
@@ -104,7 +103,6 @@ class TimeSyncAlignmentLattice(abc.ABC):
         Returns:
           [..., U + 1] weights after the frame.
         """
-        check_num_weights(self, blank, lexical)
         return self._sweep(
             alpha,
             blank,
@@ -115,6 +113,7 @@ class TimeSyncAlignmentLattice(abc.ABC):
 
     def _sweep(self, alpha, blank, lexical, semiring, emit):
         """Pushes alpha through the frame-local states in topological order."""
+        check_num_weights(self, blank, lexical)
         start = self.start()
         at, out = {start: alpha}, {}
 

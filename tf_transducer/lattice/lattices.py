@@ -277,9 +277,13 @@ class RecognitionLattice(keras.layers.Layer):
         lift=None,
     ):
         """The sum of the weights of the paths that spell labels: [B]."""
-        frames, num_frames, labels, num_labels = self._check(
-            frames, num_frames, labels, num_labels
-        )
+        checked = self._check(frames, num_frames, labels, num_labels)
+        return self._string_forward(*checked, semiring, cache, lift)
+
+    def _string_forward(
+        self, frames, num_frames, labels, num_labels, semiring, cache, lift
+    ):
+        """string_forward on checked inputs."""
         blank, lexical = self._string_weights(frames, labels, num_labels, cache)
         lift = _lift_for(semiring, lift)
         blank, lexical = lift(blank), lift(lexical)
@@ -329,8 +333,8 @@ class RecognitionLattice(keras.layers.Layer):
         )
         if cache is None:
             cache = self.build_cache()
-        numerator = self.string_forward(
-            frames, num_frames, labels, num_labels, cache=cache
+        numerator = self._string_forward(
+            frames, num_frames, labels, num_labels, semirings.Log, cache, None
         )
         if self.locally_normalized:
             return -numerator

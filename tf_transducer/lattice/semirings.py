@@ -169,7 +169,7 @@ def _maximum(a, b):
     return tf.maximum(a, b), grad
 
 
-def first_max_mask(a, axis):
+def _first_max_mask(a, axis):
     """1.0 at the first largest element along axis (0.0 elsewhere)."""
     rank = a.shape.rank
     top = tf.reduce_max(a, axis=axis, keepdims=True)
@@ -187,7 +187,7 @@ def _max(a, axis):
     @tf.custom_gradient
     def reduce_max(x):
         def grad(g):
-            return tf.expand_dims(g, axis) * first_max_mask(x, axis)
+            return tf.expand_dims(g, axis) * _first_max_mask(x, axis)
 
         return tf.reduce_max(x, axis=axis), grad
 
