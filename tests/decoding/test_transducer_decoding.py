@@ -165,3 +165,37 @@ def test_language_model_decides_between_close_spellings(arpa, search):
     scorer = WordScorer(ArpaModel(arpa), alphabet)
     with_lm, _ = search(encoder, steps, beam=8, scorer=scorer, alpha=1.0, beta=0.0)
     assert alphabet.decode(with_lm) == "a cat"
+
+
+class Pieces:
+    """A SentencePiece-like encoder: "_" starts a word."""
+
+    PIECES = {1: "_a", 2: "_ca", 3: "t", 4: "b"}
+
+    def decode(self, labels):
+        return "".join(self.PIECES[y] for y in labels).replace("_", " ").strip()
+
+
+class Hyp:
+    def __init__(self, state):
+        self.lm_state, self.lm_score, self.words = state
+
+
+def test_word_scorer_with_subword_pieces(arpa):
+    lm = ArpaModel(arpa)
+    scorer = WordScorer(lm, Pieces())
+    hyp, prefix = Hyp(scorer.start()), ()
+    words_seen = []
+    for label in (1, 2, 3):  # "a", then "ca" + "t"
+        scorer.extend(hyp, prefix, label)
+        prefix += (label,)
+        words_seen.append(hyp.words)
+    assert words_seen == [0, 1, 1]  # "a" is scored once "_ca" starts a new word
+    scorer.finish(hyp, prefix)
+    state, expected = lm.begin_state(), 0.0
+    for word in ("a", "cat"):
+        log10, state = lm.score(state, word)
+        expected += log10
+    expected += lm.end_score(state)
+    assert hyp.words == 2
+    assert hyp.lm_score == pytest.approx(expected * np.log(10))

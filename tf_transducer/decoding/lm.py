@@ -135,6 +135,7 @@ class WordScorer:
         self.model = model
         self.alphabet = alphabet
         self.space = space
+        self._breaks = {}  # label -> whether it can complete a word
 
     def start(self):
         return self.model.begin_state(), 0.0, 0
@@ -144,8 +145,18 @@ class WordScorer:
         words = text.split(self.space)
         return [w for w in words if w], text.endswith(self.space)
 
+    def _can_complete_a_word(self, label):
+        """A space, a word-initial piece or a whole word does; a letter inside
+        a word does not (then extend need not decode the prefix)."""
+        if label not in self._breaks:
+            words, ended = self._words((label, label))
+            self._breaks[label] = ended or len(words) > 1
+        return self._breaks[label]
+
     def extend(self, beam, prefix, label):
         """Called when label is appended to prefix: scores completed words."""
+        if not self._can_complete_a_word(label):
+            return
         words, ended = self._words(tuple(prefix) + (label,))
         done = words if ended else words[:-1]
         for word in done[beam.words :]:
