@@ -140,15 +140,21 @@ inline void TileDiagonals(const MutualInformationTile& tile, int64_t r,
 template <typename T>
 inline void CombineDiagonalImpl(int64_t n, T* __restrict a, T* __restrict e) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  constexpr T kInf = std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; ++i) {
-    const T x_in = a[i], y_in = e[i];
+    // A term is NaN only as +inf + -inf: a score that overflowed, plus a
+    // step that does not exist; it counts as no step.
+    const T x_in = a[i] == a[i] ? a[i] : kNegInf;
+    const T y_in = e[i] == e[i] ? e[i] : kNegInf;
     const bool x_larger = x_in >= y_in;
     const T larger = x_larger ? x_in : y_in;
     const T smaller = x_larger ? y_in : x_in;
-    // Unreached (larger = -inf): ratio 0.  Every operation runs for every
-    // lane (no -inf - -inf), so the loop vectorises.
-    const T ratio = log_space_math::ExpNonPositive(
-        smaller - (larger > kNegInf ? larger : T(0)));
+    // Unreached (larger = -inf): ratio 0; overflowed (larger = +inf):
+    // alpha stays +inf.  Every operation runs for every lane (no -inf - -inf
+    // or inf - inf), so the loop vectorises.
+    const T shift = larger > kNegInf && larger < kInf ? larger : T(0);
+    const T diff = smaller - shift;
+    const T ratio = log_space_math::ExpNonPositive(diff < T(0) ? diff : T(0));
     a[i] = larger + log_space_math::Log1pUnit(ratio);
     e[i] = x_larger ? ratio : -ratio;
   }

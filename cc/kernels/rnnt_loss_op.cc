@@ -58,7 +58,8 @@ enum class RnntType { kRegular, kModified, kConstrained };
 constexpr int kLanes = 16;
 
 // Largest value of x[0, n) and log(sum(exp(x - max))).  A NaN anywhere makes
-// the sum NaN.
+// the sum NaN (a row of NaN too: max() skips NaN, so such a row would
+// otherwise pass for a row of -inf).
 template <typename T>
 inline void LogSumExpPartsImpl(const T* __restrict x, int64_t n, T* max_out,
                                T* log_sum_out) {
@@ -75,7 +76,9 @@ inline void LogSumExpPartsImpl(const T* __restrict x, int64_t n, T* max_out,
   for (; i < n; ++i) m = std::max(m, x[i]);
   *max_out = m;
   if (m == kNegInf) {
-    *log_sum_out = T(0);
+    bool nan = false;
+    for (i = 0; i < n; ++i) nan |= x[i] != x[i];
+    *log_sum_out = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
     return;
   }
   T lane_sum[kLanes] = {};
@@ -199,7 +202,7 @@ class RnntLossOp : public OpKernel {
       ranges = ranges_in->flat<int64_t>().data();
       for (int64_t i = 0; i < B * T; ++i) {
         const int64_t* row = ranges + i * R;
-        bool ok = row[0] >= 0 && row[0] + R - 1 <= S;
+        bool ok = row[0] >= 0 && row[0] <= S - (R - 1);  // no overflow
         for (int64_t j = 1; j < R; ++j) ok &= row[j] == row[0] + j;
         OP_REQUIRES(ctx, ok,
                     InvalidArgument("ranges[", i / T, ", ", i % T,
@@ -348,7 +351,7 @@ class RnntLossOp : public OpKernel {
       Scalar m, log_sum;
       LogSumExpParts(l, C, &m, &log_sum);
       pr.norms[row] = m + log_sum;  // -inf for a row of -inf logits
-      const bool empty = m == kNegInf;
+      const bool empty = m == kNegInf && log_sum == Scalar(0);
       pr.py[(b * (S + 1) + s) * T + t] =
           empty ? kNegInf : (l[blank_] - m) - log_sum;
       if (s < S) {

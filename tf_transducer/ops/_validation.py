@@ -1,8 +1,123 @@
-"""Argument checks shared by the custom-op and pure-TensorFlow MI paths."""
+"""Argument checks shared by the ops: static ones raise ValueError, value
+checks raise InvalidArgumentError; both name the argument.
+
+Value checks (`require`) run eagerly as plain Python (the message holds the
+offending values), in a graph as `tf.debugging.Assert` ops, and not at all
+under XLA, which cannot run assertions (`in_xla_context`).
+"""
+
+import math
+import numbers
 
 import tensorflow as tf
+from tensorflow.python.framework import ops as tf_ops
+from tensorflow.python.ops import control_flow_util
 
 _FLOAT_DTYPES = (tf.float32, tf.float64)
+_ANY_FLOAT = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+
+
+def in_xla_context() -> bool:
+    """True while tracing a function that XLA will compile (jit_compile=True).
+
+    XLA cannot run custom ops or assertions, so callers switch to pure-TF
+    code there.
+    """
+    if tf.executing_eagerly():
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
+
+
+def require(condition, template, *values):
+    """Checks a boolean scalar tensor; raises InvalidArgumentError when false.
+
+    `template` is one sentence with a `{}` per value, naming the argument:
+    eagerly the values are formatted into it; in a graph they are printed
+    beside its pieces. Returns the assertion op in a graph (auto control
+    dependencies run it inside a tf.function), else None; under XLA nothing
+    is checked.
+    """
+    if tf.executing_eagerly():
+        if not bool(condition):
+            shown = [_show(v) for v in values]
+            raise tf.errors.InvalidArgumentError(None, None, template.format(*shown))
+        return None
+    if in_xla_context():
+        return None
+    pieces = template.split("{}")
+    data = [pieces[0]]
+    for value, piece in zip(values, pieces[1:], strict=True):
+        data += [value, piece] if piece else [value]
+    return tf.debugging.Assert(condition, data, summarize=16)
+
+
+def _show(value):
+    value = value.numpy() if hasattr(value, "numpy") else value
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return str(value)
+
+
+def first_bad(bad, values):
+    """(the first value where `bad` holds, its index) for messages.
+
+    Outside XLA only (it uses tf.where, whose size is data-dependent).
+    """
+    index = tf.where(bad)[:1]
+    return tf.gather_nd(values, index), index
+
+
+def integer_tensor(x, name, rank=None, shape_doc=""):
+    """x as an int64 tensor; ValueError for a float or other dtype, or a
+    rank other than `rank`."""
+    x = tf.convert_to_tensor(x, name=name)
+    if not x.dtype.is_integer:
+        raise ValueError(f"{name} must be an integer tensor, got {x.dtype.name}")
+    if rank is not None and x.shape.rank != rank:
+        raise ValueError(
+            f"{name} must have rank {rank} {shape_doc}, got shape {x.shape}".replace(
+                "  ", " "
+            )
+        )
+    return tf.cast(x, tf.int64)
+
+
+def float_tensor(x, name, rank, shape_doc):
+    """x as a float tensor of `rank` (any float dtype); ValueError otherwise."""
+    x = tf.convert_to_tensor(x, name=name)
+    if x.dtype not in _ANY_FLOAT:
+        raise ValueError(f"{name} must be a float tensor, got {x.dtype.name}")
+    if x.shape.rank != rank:
+        raise ValueError(
+            f"{name} must have rank {rank} {shape_doc}, got shape {x.shape}"
+        )
+    return x
+
+
+def real_number(name, value, minimum=None):
+    """value as a Python float; ValueError unless a finite real >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum:g}, got {value:g}")
+    return value
+
+
+def finite_or_neg_inf(x, name):
+    """A check that x holds no NaN or +inf (-inf is a legal log-weight)."""
+    if in_xla_context():
+        return None
+    legal = tf.math.is_finite(x) | tf.equal(x, float("-inf"))
+    value, index = first_bad(~legal, x)
+    return require(
+        tf.reduce_all(legal),
+        f"{name} must be finite or -inf; got {{}} at index {{}}",
+        value,
+        index,
+    )
 
 
 def prepare_inputs(px, py, boundary):
@@ -92,7 +207,7 @@ def runtime_checks(px, py, boundary):
     """
     shape = tf.shape(py, out_type=tf.int64)
     s, t = shape[1] - 1, shape[2]
-    s_begin, t_begin, s_end, t_end = tf.unstack(boundary, axis=1)
+    s_begin, t_begin, s_end, t_end = (boundary[:, i] for i in range(4))
     ok = (
         (s_begin >= 0)
         & (s_begin <= s_end)
@@ -101,28 +216,18 @@ def runtime_checks(px, py, boundary):
         & (t_begin <= t_end)
         & (t_end <= t)
     )
+    if in_xla_context():
+        return []
+    row, _ = first_bad(~ok, boundary)
     checks = [
-        tf.debugging.Assert(
+        require(
             tf.reduce_all(ok),
-            [
-                "boundary rows must satisfy 0 <= s_begin <= s_end <= S and "
-                "0 <= t_begin <= t_end <= T; S, T, boundary =",
-                s,
-                t,
-                boundary,
-            ],
-            summarize=64,
+            "boundary rows must satisfy 0 <= s_begin <= s_end <= S = {} and "
+            "0 <= t_begin <= t_end <= T = {}, got {}",
+            s,
+            t,
+            row,
         )
     ]
-    for name, x in (("px", px), ("py", py)):
-        legal = tf.math.is_finite(x) | tf.equal(x, -float("inf"))
-        checks.append(
-            tf.debugging.Assert(
-                tf.reduce_all(legal),
-                [
-                    f"{name} must be finite or -inf; first bad index:",
-                    tf.where(~legal)[:1],
-                ],
-            )
-        )
-    return checks
+    checks += [finite_or_neg_inf(px, "px"), finite_or_neg_inf(py, "py")]
+    return [c for c in checks if c is not None]

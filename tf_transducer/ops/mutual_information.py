@@ -16,23 +16,12 @@ which is the gradient of sum(scores); the registered gradient only scales it.
 """
 
 import tensorflow as tf
-from tensorflow.python.framework import ops as tf_ops
-from tensorflow.python.ops import control_flow_util
 
 from tf_transducer.ops import _loader, _validation
+from tf_transducer.ops._validation import in_xla_context
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 
 _OP_NAME = "TfTransducerMutualInformation"
-
-
-def in_xla_context() -> bool:
-    """True while tracing a function that XLA will compile (jit_compile=True).
-
-    XLA cannot run custom ops, so callers switch to pure-TF code there.
-    """
-    if tf.executing_eagerly():
-        return False
-    return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
 
 
 @tf.RegisterGradient(_OP_NAME)

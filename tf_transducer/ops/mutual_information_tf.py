@@ -112,7 +112,9 @@ def _forward_backward(px, py, boundary):
     safe_scores = tf.where(has_path, scores[:, None, None], tf.zeros_like(alpha))
 
     def occupation(weights, after):
-        occ = tf.exp(alpha + weights + after - safe_scores)
+        # A probability: <= 1, also where rounding of large log-weights
+        # (|values| ~ 1e10 in float32) says otherwise.
+        occ = tf.exp(tf.minimum(alpha + weights + after - safe_scores, 0))
         return tf.where(has_path, occ, tf.zeros_like(occ))
 
     occ_x = tf.reshape(occupation(px_out, beta_next_x), [batch, -1])

@@ -25,62 +25,78 @@ run as graph assertions, which raise InvalidArgumentError, and are skipped
 under XLA.
 """
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
 from tf_transducer.ops import _loader
-from tf_transducer.ops._validation import default_boundary
-from tf_transducer.ops.mutual_information import (
+from tf_transducer.ops._validation import (
+    default_boundary,
+    finite_or_neg_inf,
+    first_bad,
+    float_tensor,
     in_xla_context,
-    mutual_information_recursion,
+    integer_tensor,
+    real_number,
+    require,
 )
+from tf_transducer.ops.mutual_information import mutual_information_recursion
 
 RNNT_TYPES = ("regular", "modified", "constrained")
 REDUCTIONS = ("none", "mean", "sum")
 _NEG_INF = float("-inf")
 
 
-def _check_options(rnnt_type, reduction=None, delay_penalty=0.0):
-    if delay_penalty < 0:
-        raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
+def _check_options(rnnt_type, reduction="none", delay_penalty=0.0):
+    """The Python options shared by the losses; returns delay_penalty."""
     if rnnt_type not in RNNT_TYPES:
         raise ValueError(f"rnnt_type must be one of {RNNT_TYPES}, got {rnnt_type!r}")
-    if reduction is not None and reduction not in REDUCTIONS:
+    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    return real_number("delay_penalty", delay_penalty, minimum=0.0)
 
 
-def _float_tensor(x, name, rank, shape_doc):
-    x = tf.convert_to_tensor(x, name=name)
-    if x.dtype not in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
-        raise ValueError(f"{name} must be a float tensor, got {x.dtype.name}")
-    if x.shape.rank != rank:
-        raise ValueError(
-            f"{name} must have rank {rank} {shape_doc}, got shape {x.shape}"
-        )
-    return x
+def _dim(x, axis):
+    """x.shape[axis] when known, else the int64 scalar tensor."""
+    static = x.shape[axis]
+    return static if static is not None else tf.shape(x, out_type=tf.int64)[axis]
 
 
 def _check_symbols(symbols, batch, num_symbols, num_classes):
     """symbols as int64 [B, S], checked against B, S and [0, C)."""
-    symbols = tf.convert_to_tensor(symbols, name="symbols")
-    if not symbols.dtype.is_integer:
-        raise ValueError(f"symbols must be an integer tensor, got {symbols.dtype.name}")
-    if symbols.shape.rank != 2:
-        raise ValueError(f"symbols must have rank 2 [B, S], got shape {symbols.shape}")
+    symbols = integer_tensor(symbols, "symbols", 2, "[B, S]")
     for got, want in ((symbols.shape[0], batch), (symbols.shape[1], num_symbols)):
-        if got is not None and want is not None and got != want:
+        if isinstance(got, int) and isinstance(want, int) and got != want:
             raise ValueError(
                 f"symbols must have shape [B, S] = [{batch}, {num_symbols}], "
                 f"got {symbols.shape}"
             )
     if symbols.shape[1] == 0:
         raise ValueError("S must be positive, got symbols with S = 0")
-    symbols = tf.cast(symbols, tf.int64)
-    num_classes = tf.cast(num_classes, tf.int64)
-    tf.debugging.Assert(
-        tf.reduce_all((symbols >= 0) & (symbols < num_classes)),
-        ["symbols must lie in [0, C) with C =", num_classes, "; got", symbols],
-        summarize=64,
-    )
+    for got, want, what in (
+        (_dim(symbols, 0), batch, "B"),
+        (_dim(symbols, 1), num_symbols, "S"),
+    ):
+        if want is not None and not (isinstance(got, int) and isinstance(want, int)):
+            require(
+                tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
+                f"symbols must have {what} = {{}} entries to match, got {{}}",
+                want,
+                got,
+            )
+    if not in_xla_context():
+        num_classes = tf.cast(num_classes, tf.int64)
+        bad = (symbols < 0) | (symbols >= num_classes)
+        value, index = first_bad(bad, symbols)
+        require(
+            ~tf.reduce_any(bad),
+            "symbols must lie in [0, C) with C = {}; got {} at [b, s] = {} "
+            "(labels padded with -1 need the padding replaced, or "
+            "label_lengths)",
+            num_classes,
+            value,
+            index,
+        )
     return symbols
 
 
@@ -90,11 +106,18 @@ def _check_termination(termination_symbol, num_classes):
             f"termination_symbol must be a Python int, got {termination_symbol!r}"
         )
     if termination_symbol < 0 or (
-        num_classes is not None and termination_symbol >= num_classes
+        isinstance(num_classes, int) and termination_symbol >= num_classes
     ):
         raise ValueError(
             f"termination_symbol must lie in [0, C) with C = {num_classes}, "
             f"got {termination_symbol}"
+        )
+    if num_classes is not None and not isinstance(num_classes, int):
+        require(
+            termination_symbol < num_classes,
+            f"termination_symbol must lie in [0, C), got {termination_symbol} "
+            "with C = {}",
+            num_classes,
         )
 
 
@@ -109,9 +132,12 @@ def _check_frames(num_frames, num_symbols, rnnt_type):
                 f"got T = {num_frames}, S = {num_symbols}"
             )
         return
-    tf.debugging.Assert(
-        num_frames >= num_symbols,
-        [f"rnnt_type {rnnt_type!r} needs T >= S; T, S =", num_frames, num_symbols],
+    require(
+        tf.cast(num_frames, tf.int64) >= tf.cast(num_symbols, tf.int64),
+        f"rnnt_type {rnnt_type!r} needs T >= S (one frame per symbol), got "
+        "T = {}, S = {}",
+        num_frames,
+        num_symbols,
     )
 
 
@@ -122,28 +148,64 @@ def _check_logits(logits, symbols, termination_symbol, rnnt_type, pruned=False):
     from symbols alone); symbols int64 [B, S] in [0, C).
     """
     rows = "s_range" if pruned else "S + 1"
-    logits = _float_tensor(logits, "logits", 4, f"[B, T, {rows}, C]")
-    _check_termination(termination_symbol, logits.shape[3])
-    s_len = None if pruned or logits.shape[2] is None else logits.shape[2] - 1
-    symbols = _check_symbols(
-        symbols, logits.shape[0], s_len, _static_or_dynamic(logits, 3)
-    )
-    _check_frames(
-        _static_or_dynamic(logits, 1), _static_or_dynamic(symbols, 1), rnnt_type
-    )
+    logits = float_tensor(logits, "logits", 4, f"[B, T, {rows}, C]")
+    _check_termination(termination_symbol, _dim(logits, 3))
+    s_len = None if pruned else _dim(logits, 2) - 1
+    symbols = _check_symbols(symbols, _dim(logits, 0), s_len, _dim(logits, 3))
+    _check_frames(_dim(logits, 1), _dim(symbols, 1), rnnt_type)
     return logits, symbols
 
 
-def _check_ranges(ranges):
-    ranges = tf.cast(tf.convert_to_tensor(ranges, name="ranges"), tf.int64)
-    if ranges.shape.rank != 3:
-        raise ValueError(f"ranges must have rank 3 [B, T, s_range], got {ranges.shape}")
+def _check_ranges(ranges, batch=None, frames=None, num_symbols=None):
+    """ranges as int64 [B, T, s_range]: consecutive positions in [0, S]."""
+    ranges = integer_tensor(ranges, "ranges", 3, "[B, T, s_range]")
+    if in_xla_context():
+        return ranges
+    for axis, want, what in ((0, batch, "B"), (1, frames, "T")):
+        got = _dim(ranges, axis)
+        if isinstance(got, int) and isinstance(want, int):
+            if got != want:
+                raise ValueError(
+                    f"ranges must have shape [B, T, s_range] with {what} = {want}, "
+                    f"got {ranges.shape}"
+                )
+        elif want is not None:
+            require(
+                tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
+                f"ranges must have {what} = {{}} to match, got {{}}",
+                want,
+                got,
+            )
+    if num_symbols is not None:
+        s_len = tf.cast(num_symbols, tf.int64)
+        steps = ranges[..., 1:] - ranges[..., :-1]
+        bad_row = (
+            (ranges[..., 0] < 0)
+            | (ranges[..., -1] > s_len)
+            | tf.reduce_any(steps != 1, axis=-1)
+        )
+        row, index = first_bad(bad_row, ranges)
+        require(
+            ~tf.reduce_any(bad_row),
+            "ranges must hold consecutive symbol positions within [0, S = {}]; "
+            "got {} at [b, t] = {}",
+            s_len,
+            row,
+            index,
+        )
     return ranges
 
 
-def _static_or_dynamic(x, axis):
-    static = x.shape[axis]
-    return static if static is not None else tf.shape(x)[axis]
+def _check_boundary(boundary, batch=None):
+    """boundary as int64 [B, 4] (values are checked where it is used)."""
+    boundary = integer_tensor(boundary, "boundary", 2, "[B, 4]")
+    if boundary.shape[1] not in (None, 4) or (
+        isinstance(batch, int) and boundary.shape[0] not in (None, batch)
+    ):
+        raise ValueError(
+            f"boundary must have shape [B, 4] with B = {batch}, got {boundary.shape}"
+        )
+    return boundary
 
 
 def boundary_from_lengths(
@@ -156,45 +218,58 @@ def boundary_from_lengths(
       label_lengths: int [B], symbols of each utterance.
       num_frames, num_symbols: the padded T and S, to check the lengths
         against (InvalidArgumentError when a length is negative or larger).
+
+    Raises:
+      ValueError: lengths that are not integer vectors, or of different sizes.
     """
     with tf.name_scope("boundary_from_lengths"):
-        frames = tf.cast(
-            tf.convert_to_tensor(logit_lengths, name="logit_lengths"), tf.int64
-        )
-        labels = tf.cast(
-            tf.convert_to_tensor(label_lengths, name="label_lengths"), tf.int64
-        )
-        checks = []
-        for name, x, limit in (
-            ("logit_lengths", frames, num_frames),
-            ("label_lengths", labels, num_symbols),
+        frames = integer_tensor(logit_lengths, "logit_lengths", 1, "[B]")
+        labels = integer_tensor(label_lengths, "label_lengths", 1, "[B]")
+        if None not in (frames.shape[0], labels.shape[0]) and (
+            frames.shape[0] != labels.shape[0]
         ):
-            if x.shape.rank != 1:
-                raise ValueError(f"{name} must have rank 1 [B], got shape {x.shape}")
-            ok = x >= 0
-            if limit is not None:
-                ok &= x <= tf.cast(limit, tf.int64)
+            raise ValueError(
+                f"logit_lengths {frames.shape} and label_lengths {labels.shape} "
+                "must have the same size B"
+            )
+        checks = []
+        if not in_xla_context():
             checks.append(
-                tf.debugging.Assert(
-                    tf.reduce_all(ok),
-                    [
-                        f"{name} must lie in [0, padded length]; padded length, "
-                        f"{name} =",
-                        -1 if limit is None else limit,
-                        x,
-                    ],
-                    summarize=64,
+                require(
+                    tf.equal(tf.size(frames), tf.size(labels)),
+                    "logit_lengths and label_lengths must have the same size B, "
+                    "got {} and {}",
+                    tf.size(frames),
+                    tf.size(labels),
                 )
             )
+            for name, x, limit in (
+                ("logit_lengths", frames, num_frames),
+                ("label_lengths", labels, num_symbols),
+            ):
+                bad = x < 0
+                if limit is not None:
+                    bad |= x > tf.cast(limit, tf.int64)
+                value, index = first_bad(bad, x)
+                what = "[0, T = {}]" if name == "logit_lengths" else "[0, S = {}]"
+                checks.append(
+                    require(
+                        ~tf.reduce_any(bad),
+                        f"{name} must lie in {what}; got {{}} at index {{}}",
+                        -1 if limit is None else limit,
+                        value,
+                        index,
+                    )
+                )
         # In a graph, whatever uses the boundary runs after the checks.
-        with tf.control_dependencies(checks):
+        with tf.control_dependencies([c for c in checks if c is not None]):
             zeros = tf.zeros_like(frames)
             return tf.stack([zeros, zeros, labels, frames], axis=1)
 
 
 def _resolve_boundary(boundary, logit_lengths, label_lengths, num_frames, num_symbols):
     if logit_lengths is None and label_lengths is None:
-        return boundary
+        return boundary if boundary is None else _check_boundary(boundary)
     if boundary is not None:
         raise ValueError(
             "give either boundary or logit_lengths / label_lengths, not both"
@@ -207,15 +282,13 @@ def _resolve_boundary(boundary, logit_lengths, label_lengths, num_frames, num_sy
 def _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am):
     """boundary of the simple losses, or one built from the lengths."""
     if logit_lengths is None and label_lengths is None:
-        return boundary
+        return boundary if boundary is None else _check_boundary(boundary)
     lm = tf.convert_to_tensor(lm, name="lm")
     am = tf.convert_to_tensor(am, name="am")
+    if lm.shape.rank != 3 or am.shape.rank != 3:
+        return boundary  # get_rnnt_logprobs names the bad one
     return _resolve_boundary(
-        boundary,
-        logit_lengths,
-        label_lengths,
-        _static_or_dynamic(am, 1),
-        _static_or_dynamic(lm, 1) - 1,
+        boundary, logit_lengths, label_lengths, _dim(am, 1), _dim(lm, 1) - 1
     )
 
 
@@ -285,7 +358,8 @@ def get_rnnt_logprobs(
 
     The log-probs are log_softmax(lm[b, s] + am[b, t]) at the symbol and at
     the termination symbol, computed without forming [B, S + 1, T, C]: the
-    normalisers are log((exp(lm) @ exp(am)^T)) with max-shifts for range.
+    normalisers are log((exp(lm) @ exp(am)^T)) with max-shifts for range
+    (see `_simple_parts`). Half-precision inputs are computed in float32.
 
     Args:
       lm: float [B, S + 1, C], the prediction-network ("language model") part.
@@ -296,19 +370,32 @@ def get_rnnt_logprobs(
       boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
 
     Returns:
-      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T].
+      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T]; float32
+      or float64.
     """
     _check_options(rnnt_type)
     with tf.name_scope("get_rnnt_logprobs"):
-        parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
-        px = parts["px_am"] + parts["px_lm"]
-        px -= _pad_frames(parts["normalizers"][:, :-1], rnnt_type)
-        py = parts["py_am"] + parts["py_lm"] - parts["normalizers"]
+        lm, am, symbols = _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type)
+
+        def logprobs(lm, am):
+            parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
+            px = parts.px_am + parts.px_lm
+            px -= _pad_frames(parts.normalizers[:, :-1], rnnt_type)
+            py = parts.py_am + parts.py_lm - parts.normalizers
+            return px, py, parts.fits
+
+        px, py = _with_float64_fallback(logprobs, lm, am)
         return _finish_logprobs(px, py, boundary, rnnt_type)
 
 
 def _tiny(dtype):
     return tf.constant(tf.experimental.numpy.finfo(dtype.as_numpy_dtype).tiny, dtype)
+
+
+# The smallest exp-domain normaliser the float32 simple loss trusts: below it
+# log() loses precision and its gradient 1 / x overflows once summed over
+# frames, so the log-probs are computed again in float64.
+_FLOAT32_SAFE_MIN = 1e-30
 
 
 def _pad_frames(x, rnnt_type):
@@ -318,27 +405,71 @@ def _pad_frames(x, rnnt_type):
     return tf.pad(x, [[0, 0]] * (x.shape.rank - 1) + [[0, 1]])
 
 
-def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
-    """Checked inputs and the pieces of the simple joiner's log-probs.
-
-    normalizers[b, s, t] = log sum_c exp(lm[b, s, c] + am[b, t, c]), from
-    exp(lm - lm_max) @ exp(am - am_max)^T (plus the smallest normal number,
-    so that the log stays finite) without forming [B, S + 1, T, C].
-    """
-    lm = _float_tensor(lm, "lm", 3, "[B, S + 1, C]")
-    am = _float_tensor(am, "am", 3, "[B, T, C]")
-    am = tf.cast(am, lm.dtype) if am.dtype != lm.dtype else am
+def _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type):
+    """Checked (lm, am, symbols) of the simple losses, lm and am as float32
+    (half precision in) or float64."""
+    lm = float_tensor(lm, "lm", 3, "[B, S + 1, C]")
+    am = float_tensor(am, "am", 3, "[B, T, C]")
+    dtype = tf.float64 if tf.float64 in (lm.dtype, am.dtype) else tf.float32
+    lm, am = tf.cast(lm, dtype), tf.cast(am, dtype)
     for axis, what in ((0, "B"), (2, "C")):
         if (
             None not in (lm.shape[axis], am.shape[axis])
             and lm.shape[axis] != am.shape[axis]
         ):
             raise ValueError(f"lm {lm.shape} and am {am.shape} must agree in {what}")
-    _check_termination(termination_symbol, am.shape[2])
-    s_len = lm.shape[1] - 1 if lm.shape[1] is not None else None
-    symbols = _check_symbols(symbols, am.shape[0], s_len, _static_or_dynamic(am, 2))
-    _check_frames(_static_or_dynamic(am, 1), _static_or_dynamic(symbols, 1), rnnt_type)
+        if None in (lm.shape[axis], am.shape[axis]):
+            require(
+                tf.equal(tf.shape(lm)[axis], tf.shape(am)[axis]),
+                f"lm and am must agree in {what}, got lm {{}} and am {{}}",
+                tf.shape(lm),
+                tf.shape(am),
+            )
+    _check_termination(termination_symbol, _dim(am, 2))
+    symbols = _check_symbols(symbols, _dim(am, 0), _dim(lm, 1) - 1, _dim(am, 2))
+    _check_frames(_dim(am, 1), _dim(symbols, 1), rnnt_type)
+    finite_or_neg_inf(lm, "lm")
+    finite_or_neg_inf(am, "am")
+    return lm, am, symbols
 
+
+def _with_float64_fallback(logprobs_fn, lm, am):
+    """(px, py) = logprobs_fn(lm, am)[:2], computed again in float64 when
+    the float32 computation reports (third result False) that it underflowed;
+    cast back to float32."""
+    px, py, fits = logprobs_fn(lm, am)
+    if lm.dtype == tf.float64:
+        return px, py
+
+    def exact():
+        px64, py64, _ = logprobs_fn(tf.cast(lm, tf.float64), tf.cast(am, tf.float64))
+        return tf.cast(px64, px.dtype), tf.cast(py64, py.dtype)
+
+    return tf.cond(fits, lambda: (px, py), exact)
+
+
+class _SimpleParts(NamedTuple):
+    """The pieces of the simple joiner's log-probs (see `_simple_parts`)."""
+
+    lm_max: tf.Tensor  # [B, S + 1, 1]
+    am_max: tf.Tensor  # [B, T, 1]
+    lm_probs: tf.Tensor  # exp(lm - lm_max) [B, S + 1, C]
+    am_probs: tf.Tensor  # exp(am - am_max) [B, T, C]
+    normalizers: tf.Tensor  # [B, S + 1, T]
+    px_am: tf.Tensor  # am at the symbols [B, S, T (+ 1)]
+    px_lm: tf.Tensor  # lm at the symbols [B, S, 1]
+    py_am: tf.Tensor  # am at the blank [B, 1, T]
+    py_lm: tf.Tensor  # lm at the blank [B, S + 1, 1]
+    fits: tf.Tensor  # bool: every normaliser is in range for this dtype
+
+
+def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
+    """The pieces of the simple joiner's log-probs, from checked inputs.
+
+    normalizers[b, s, t] = log sum_c exp(lm[b, s, c] + am[b, t, c]), from
+    exp(lm - lm_max) @ exp(am - am_max)^T (plus the smallest normal number,
+    so that the log stays finite) without forming [B, S + 1, T, C].
+    """
     lm_max = tf.stop_gradient(tf.reduce_max(lm, axis=2, keepdims=True))
     am_max = tf.stop_gradient(tf.reduce_max(am, axis=2, keepdims=True))
     lm_probs, am_probs = tf.exp(lm - lm_max), tf.exp(am - am_max)
@@ -348,6 +479,10 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
         + lm_max
         + tf.transpose(am_max, [0, 2, 1])
     )  # [B, S + 1, T]
+    if lm.dtype == tf.float32:
+        fits = tf.reduce_all(products >= _FLOAT32_SAFE_MIN)
+    else:
+        fits = tf.constant(True)
     # am at the symbols and at the blank, [B, S + 1, T], as one matmul with
     # one-hot rows: its gradient is one [B, T, C] product (a gather and a
     # slice would each build their own [B, T, C] gradient).
@@ -371,18 +506,17 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
     px_am = am_picked[:, :-1]
     if rnnt_type == "regular":
         px_am = tf.pad(px_am, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
-    return dict(
-        lm=lm,
-        symbols=symbols,
+    return _SimpleParts(
         lm_max=lm_max,
         am_max=am_max,
         lm_probs=lm_probs,
         am_probs=am_probs,
         normalizers=normalizers,
-        px_am=px_am,  # [B, S, T (+ 1)]
+        px_am=px_am,
         px_lm=tf.gather(lm[:, :-1], symbols[..., tf.newaxis], axis=2, batch_dims=2),
-        py_am=am_picked[:, -1:],  # [B, 1, T]
-        py_lm=lm[:, :, termination_symbol, tf.newaxis],  # [B, S + 1, 1]
+        py_am=am_picked[:, -1:],
+        py_lm=lm[:, :, termination_symbol, tf.newaxis],
+        fits=fits,
     )
 
 
@@ -419,7 +553,7 @@ def rnnt_loss_simple(
     Returns:
       loss, or (loss, (px_grad, py_grad)) with return_grad.
     """
-    _check_options(rnnt_type, reduction, delay_penalty)
+    delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_simple"):
         boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
         px, py = get_rnnt_logprobs(
@@ -448,6 +582,7 @@ def get_rnnt_logprobs_joint(
     _check_options(rnnt_type)
     with tf.name_scope("get_rnnt_logprobs_joint"):
         logits, symbols = _check_logits(logits, symbols, termination_symbol, rnnt_type)
+        logits = _mi_dtype(logits)
         normalizers = tf.transpose(tf.reduce_logsumexp(logits, axis=3), [0, 2, 1])
         index = tf.broadcast_to(
             symbols[:, tf.newaxis, :, tf.newaxis],
@@ -485,7 +620,7 @@ def _fused_op_inputs(
             shape[0], tf.shape(symbols, out_type=tf.int64)[1], shape[1]
         )
     else:
-        boundary = tf.cast(tf.convert_to_tensor(boundary, name="boundary"), tf.int64)
+        boundary = _check_boundary(boundary, logits.shape[0])
     logits = _mi_dtype(logits)
     return logits, symbols, boundary, tf.constant(delay_penalty, logits.dtype)
 
@@ -598,9 +733,9 @@ def rnnt_loss(
     Returns:
       The loss: [B] with reduction "none", else a scalar.
     """
-    _check_options(rnnt_type, reduction, delay_penalty)
-    if fastemit_lambda < 0:
-        raise ValueError(f"fastemit_lambda must be >= 0, got {fastemit_lambda}")
+    delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
+    clamp = real_number("clamp", clamp)
+    fastemit_lambda = real_number("fastemit_lambda", fastemit_lambda, minimum=0.0)
     with tf.name_scope("rnnt_loss"):
         logits = tf.convert_to_tensor(logits, name="logits")
         if logits.shape.rank == 4:
@@ -608,8 +743,8 @@ def rnnt_loss(
                 boundary,
                 logit_lengths,
                 label_lengths,
-                _static_or_dynamic(logits, 1),
-                _static_or_dynamic(logits, 2) - 1,
+                _dim(logits, 1),
+                _dim(logits, 2) - 1,
             )
         if in_xla_context():
 
@@ -704,24 +839,66 @@ def get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range):
       int64 [B, T, s_range].
     """
     with tf.name_scope("get_rnnt_prune_ranges"):
-        px_grad = tf.convert_to_tensor(px_grad, name="px_grad")
-        py_grad = tf.convert_to_tensor(py_grad, name="py_grad")
-        if px_grad.shape.rank != 3 or py_grad.shape.rank != 3:
-            raise ValueError(
-                f"px_grad and py_grad must have rank 3, got {px_grad.shape} "
-                f"and {py_grad.shape}"
+        px_grad = float_tensor(px_grad, "px_grad", 3, "[B, S, T + 1] or [B, S, T]")
+        py_grad = float_tensor(py_grad, "py_grad", 3, "[B, S + 1, T]")
+        batch, s_len = _dim(py_grad, 0), _dim(py_grad, 1) - 1
+        t_len, t1 = _dim(py_grad, 2), _dim(px_grad, 2)
+        for got, want, what in (
+            (_dim(px_grad, 0), batch, "B"),
+            (_dim(px_grad, 1), s_len, "S"),
+        ):
+            if isinstance(got, int) and isinstance(want, int):
+                if got != want:
+                    raise ValueError(
+                        f"px_grad {px_grad.shape} and py_grad {py_grad.shape} must "
+                        f"agree in {what} (px_grad [B, S, T (+ 1)], py_grad "
+                        "[B, S + 1, T])"
+                    )
+            else:
+                require(
+                    tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
+                    f"px_grad and py_grad must agree in {what}, got px_grad "
+                    "{} and py_grad {}",
+                    tf.shape(px_grad),
+                    tf.shape(py_grad),
+                )
+        if not isinstance(s_range, int) or isinstance(s_range, bool) or s_range < 1:
+            raise ValueError(f"s_range must be an int >= 1, got {s_range!r}")
+        if isinstance(t1, int) and isinstance(t_len, int):
+            if t1 not in (t_len, t_len + 1):
+                raise ValueError(
+                    f"px_grad must have T + 1 = {t_len + 1} (regular) or T = "
+                    f"{t_len} (modified) columns, got {px_grad.shape}"
+                )
+            modified = t1 == t_len
+            if not modified and s_range < 2:
+                raise ValueError(
+                    f"s_range must be an int >= 2 for regular px, got {s_range!r}"
+                )
+        else:
+            modified = tf.equal(t1, t_len)
+            require(
+                modified | tf.equal(t1, t_len + 1),
+                "px_grad must have T or T + 1 columns for py_grad's T = {}, got {}",
+                t_len,
+                t1,
             )
-        s_len, t_len = py_grad.shape[1] - 1, py_grad.shape[2]
-        modified = px_grad.shape[2] == t_len
-        if not isinstance(s_range, int) or s_range < (1 if modified else 2):
-            raise ValueError(
-                f"s_range must be an int >= {1 if modified else 2} for "
-                f"{'modified' if modified else 'regular'} px, got {s_range!r}"
+            require(
+                modified | (s_range >= 2),
+                f"s_range must be >= 2 for regular px, got {s_range}",
             )
-        s_range = min(s_range, s_len + 1)
-        boundary = tf.cast(tf.convert_to_tensor(boundary, name="boundary"), tf.int64)
+        # Values above S + 1 act as S + 1 (every symbol is kept).
+        if isinstance(s_len, int):
+            s_range = min(s_range, s_len + 1)
+        else:
+            s_range = tf.minimum(tf.constant(s_range, tf.int64), s_len + 1)
+        boundary = _check_boundary(boundary, batch)
+        _check_boundary_values(boundary, s_len, t_len)
         # Occupation of the blank steps in each window of s_range rows.
-        windows = tf.signal.frame(py_grad, s_range, 1, axis=1)  # [B, W, s_range, T]
+        # (A gather, not tf.signal.frame, whose sizes XLA cannot resolve
+        # when S is only known at run time.)
+        rows = tf.range(s_len + 2 - s_range)[:, tf.newaxis] + tf.range(s_range)
+        windows = tf.gather(py_grad, rows, axis=1)  # [B, W, s_range, T]
         window_sum = tf.reduce_sum(windows, axis=2)
         px_pad = tf.pad(px_grad, [[0, 0], [1, 0], [0, 0]])[
             :, : s_len + 2 - s_range, :t_len
@@ -738,8 +915,37 @@ def get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range):
         t = tf.range(t_len, dtype=tf.int64)[tf.newaxis]
         last = tf.maximum(boundary[:, 2:3] - s_range + 1, 0)
         s_begin = tf.where(t < boundary[:, 3:4] - 1, s_begin, last)
-        s_begin = _adjust_pruning_lower_bound(s_begin, 2 if modified else s_range)
+        if isinstance(modified, bool):
+            step = 2 if modified else s_range
+        else:
+            step = tf.where(modified, tf.constant(2, tf.int64), s_range)
+        s_begin = _adjust_pruning_lower_bound(s_begin, step)
         return s_begin[..., tf.newaxis] + tf.range(s_range, dtype=tf.int64)
+
+
+def _check_boundary_values(boundary, s_len, t_len):
+    """0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T in each row."""
+    if in_xla_context():
+        return
+    s_len, t_len = tf.cast(s_len, tf.int64), tf.cast(t_len, tf.int64)
+    ok = (
+        (boundary[:, 0] >= 0)
+        & (boundary[:, 0] <= boundary[:, 2])
+        & (boundary[:, 2] <= s_len)
+        & (boundary[:, 1] >= 0)
+        & (boundary[:, 1] <= boundary[:, 3])
+        & (boundary[:, 3] <= t_len)
+    )
+    row, index = first_bad(~ok, boundary)
+    require(
+        tf.reduce_all(ok),
+        "boundary rows must satisfy 0 <= s_begin <= s_end <= S = {} and "
+        "0 <= t_begin <= t_end <= T = {}; got {} at row {}",
+        s_len,
+        t_len,
+        row,
+        index,
+    )
 
 
 def do_rnnt_pruning(am, lm, ranges):
@@ -757,12 +963,14 @@ def do_rnnt_pruning(am, lm, ranges):
     with tf.name_scope("do_rnnt_pruning"):
         am = tf.convert_to_tensor(am, name="am")
         lm = tf.convert_to_tensor(lm, name="lm")
-        ranges = _check_ranges(ranges)
         if am.shape.rank != 3 or lm.shape.rank != 3:
             raise ValueError(
                 f"am [B, T, C] and lm [B, S + 1, C] must have rank 3, got "
                 f"{am.shape} and {lm.shape}"
             )
+        if None not in (am.shape[0], lm.shape[0]) and am.shape[0] != lm.shape[0]:
+            raise ValueError(f"am {am.shape} and lm {lm.shape} must agree in B")
+        ranges = _check_ranges(ranges, _dim(am, 0), _dim(am, 1), _dim(lm, 1) - 1)
         lm_pruned = tf.gather(lm, ranges, axis=1, batch_dims=1)
         am_pruned = tf.broadcast_to(am[:, :, tf.newaxis, :], tf.shape(lm_pruned))
         return am_pruned, lm_pruned
@@ -801,7 +1009,10 @@ def get_rnnt_logprobs_pruned(
         logits, symbols = _check_logits(
             logits, symbols, termination_symbol, rnnt_type, pruned=True
         )
-        ranges = _check_ranges(ranges)
+        logits = _mi_dtype(logits)
+        ranges = _check_ranges(
+            ranges, _dim(logits, 0), _dim(logits, 1), _dim(symbols, 1)
+        )
         s_len = tf.shape(symbols, out_type=tf.int64)[1]
         normalizers = tf.reduce_logsumexp(logits, axis=3)  # [B, T, s_range]
         blank = tf.fill(
@@ -849,7 +1060,7 @@ def rnnt_loss_pruned(
     Returns:
       The loss: [B] with reduction "none", else a scalar.
     """
-    _check_options(rnnt_type, reduction, delay_penalty)
+    delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_pruned"):
         if in_xla_context():
             px, py = get_rnnt_logprobs_pruned(
@@ -867,7 +1078,9 @@ def rnnt_loss_pruned(
             delay_penalty,
             pruned=True,
         )
-        ranges = _check_ranges(ranges)
+        ranges = _check_ranges(
+            ranges, _dim(logits, 0), _dim(logits, 1), _dim(symbols, 1)
+        )
         scores, *_ = _loader.op_library().tf_transducer_rnnt_loss_pruned(
             logits=logits,
             symbols=symbols,
@@ -899,16 +1112,17 @@ def get_rnnt_logprobs_smoothed(
         + am_only_scale * log softmax(am[t] + log unigram)
 
     where unigram is the LM's distribution averaged over the batch and all
-    histories.  A scale of exactly 0 is used as 1e-20, so that -inf entries
-    stay -inf instead of becoming NaN.
+    histories.  A term whose scale is exactly 0 is left out (k2 uses 1e-20
+    there instead, so that 0 x -inf does not give NaN; leaving it out gives
+    the same values). Half-precision inputs are computed in float32.
 
     Args:
       lm: float [B, S + 1, C], assumed normalisable on its own.
       am: float [B, T, C].
       symbols: int [B, S], values in [0, C).
       termination_symbol: int in [0, C), the blank.
-      lm_only_scale: weight of the LM-only term.
-      am_only_scale: weight of the AM-only term.
+      lm_only_scale: weight of the LM-only term, >= 0.
+      am_only_scale: weight of the AM-only term, >= 0 (the two sum to <= 1).
       boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
       rnnt_type: "regular", "modified" or "constrained".
 
@@ -916,37 +1130,68 @@ def get_rnnt_logprobs_smoothed(
       px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T].
     """
     _check_options(rnnt_type)
-    with tf.name_scope("get_rnnt_logprobs_smoothed"):
-        parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
-        lm, symbols = parts["lm"], parts["symbols"]
-        lm_probs, am_probs = parts["lm_probs"], parts["am_probs"]
-        lm_only_norm = tf.reduce_sum(lm_probs, axis=2, keepdims=True)  # [B, S+1, 1]
-        tiny = _tiny(lm.dtype)
-        unigram = tf.reduce_mean(lm_probs / lm_only_norm, axis=[0, 1]) + tiny  # [C]
-        am_only_norm = (
-            tf.math.log(tf.linalg.matvec(am_probs, unigram)) + parts["am_max"][..., 0]
-        )[:, tf.newaxis, :]  # [B, 1, T]
-        log_unigram = tf.math.log(unigram)
-        lm_only_norm = tf.math.log(lm_only_norm) + parts["lm_max"]  # [B, S + 1, 1]
-
-        px_am, px_lm = parts["px_am"], parts["px_lm"]  # [B, S, T(+1)], [B, S, 1]
-        px = px_am + px_lm - _pad_frames(parts["normalizers"][:, :-1], rnnt_type)
-        px_am_only = (
-            px_am
-            + tf.gather(log_unigram, symbols)[..., tf.newaxis]
-            - _pad_frames(am_only_norm, rnnt_type)
+    lm_only_scale = real_number("lm_only_scale", lm_only_scale, minimum=0.0)
+    am_only_scale = real_number("am_only_scale", am_only_scale, minimum=0.0)
+    if lm_only_scale + am_only_scale > 1:
+        raise ValueError(
+            "lm_only_scale + am_only_scale must be <= 1, got "
+            f"{lm_only_scale} + {am_only_scale}"
         )
-        px_lm_only = px_lm - lm_only_norm[:, :-1]
-        py = parts["py_am"] + parts["py_lm"] - parts["normalizers"]
-        py_am_only = parts["py_am"] + log_unigram[termination_symbol] - am_only_norm
-        py_lm_only = parts["py_lm"] - lm_only_norm
+    with tf.name_scope("get_rnnt_logprobs_smoothed"):
+        lm, am, symbols = _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type)
 
-        combined = 1.0 - lm_only_scale - am_only_scale
-        lm_only_scale = lm_only_scale or 1e-20
-        am_only_scale = am_only_scale or 1e-20
-        px = px * combined + px_lm_only * lm_only_scale + px_am_only * am_only_scale
-        py = py * combined + py_lm_only * lm_only_scale + py_am_only * am_only_scale
+        def logprobs(lm, am):
+            return _smoothed_logprobs(
+                lm,
+                am,
+                symbols,
+                termination_symbol,
+                rnnt_type,
+                (1.0 - lm_only_scale - am_only_scale, lm_only_scale, am_only_scale),
+            )
+
+        px, py = _with_float64_fallback(logprobs, lm, am)
         return _finish_logprobs(px, py, boundary, rnnt_type)
+
+
+def _smoothed_logprobs(lm, am, symbols, termination_symbol, rnnt_type, scales):
+    """(px, py, fits) of get_rnnt_logprobs_smoothed for checked inputs;
+    scales = (combined, lm-only, am-only)."""
+    parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
+    lm_only_norm = tf.reduce_sum(parts.lm_probs, axis=2, keepdims=True)  # [B, S+1, 1]
+    unigram = tf.reduce_mean(parts.lm_probs / lm_only_norm, axis=[0, 1])
+    unigram += _tiny(lm.dtype)  # [C]
+    am_only_sum = tf.linalg.matvec(parts.am_probs, unigram)  # [B, T]
+    am_only_norm = (tf.math.log(am_only_sum) + parts.am_max[..., 0])[:, tf.newaxis]
+    log_unigram = tf.math.log(unigram)
+    lm_only_norm = tf.math.log(lm_only_norm) + parts.lm_max  # [B, S + 1, 1]
+    fits = parts.fits
+    if lm.dtype == tf.float32:
+        fits &= tf.reduce_all(am_only_sum >= _FLOAT32_SAFE_MIN)
+
+    terms = [
+        (  # log softmax(lm[s] + am[t])
+            parts.px_am
+            + parts.px_lm
+            - _pad_frames(parts.normalizers[:, :-1], rnnt_type),
+            parts.py_am + parts.py_lm - parts.normalizers,
+        ),
+        (  # log softmax(lm[s])
+            parts.px_lm - lm_only_norm[:, :-1],
+            parts.py_lm - lm_only_norm,
+        ),
+        (  # log softmax(am[t] + log unigram)
+            parts.px_am
+            + tf.gather(log_unigram, symbols)[..., tf.newaxis]
+            - _pad_frames(am_only_norm, rnnt_type),
+            parts.py_am + log_unigram[termination_symbol] - am_only_norm,
+        ),
+    ]
+    used = [(scale, term) for scale, term in zip(scales, terms, strict=True) if scale]
+    # Summed with broadcasting: the LM-only terms have one column.
+    px = sum(scale * tx for scale, (tx, _) in used)
+    py = sum(scale * ty for scale, (_, ty) in used)
+    return px, py, fits
 
 
 def rnnt_loss_smoothed(
@@ -969,7 +1214,7 @@ def rnnt_loss_smoothed(
     Args and Returns as `rnnt_loss_simple`, plus lm_only_scale and
     am_only_scale (see `get_rnnt_logprobs_smoothed`).
     """
-    _check_options(rnnt_type, reduction, delay_penalty)
+    delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_smoothed"):
         boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
         px, py = get_rnnt_logprobs_smoothed(
