@@ -133,7 +133,13 @@ def smoothed_logprobs_reference(
     B, T, _ = am.shape
     S = lm.shape[1] - 1
     p_lm = np.exp(log_softmax(lm))  # [B, S + 1, C]
-    unigram = p_lm.mean(axis=(0, 1))
+    # The LM's distribution averaged over the rows inside the boundary (all
+    # rows without one: k2's definition), so that padding changes nothing.
+    rows = np.ones((B, S + 1), bool)
+    if boundary is not None:
+        s = np.arange(S + 1)
+        rows = np.stack([(s >= b[0]) & (s <= b[2]) for b in np.asarray(boundary)])
+    unigram = p_lm[rows].mean(axis=0)
     scales = (1 - lm_only_scale - am_only_scale, lm_only_scale, am_only_scale)
     px = np.full((B, S, T + (rnnt_type == "regular")), -np.inf)
     py = np.zeros((B, S + 1, T))

@@ -50,15 +50,19 @@ def _forward_backward(px, py, boundary):
         gathered = tf.reshape(gathered, [batch, num_diag, width])
         return tf.where(valid[tf.newaxis], gathered, neg_inf)
 
-    # Weights of the steps that leave each cell.
-    px_out = skew(px, s_len, t1)
-    py_out = skew(py, width, t_len)
-
     bnd = tf.cast(boundary, tf.int32)
     s_begin, t_begin, s_end, t_end = (bnd[:, i, None, None] for i in range(4))
     inside = (s >= s_begin) & (s <= s_end) & (t >= t_begin) & (t <= t_end)
     start = (s == s_begin) & (t == t_begin)
     end = (s == s_end) & (t == t_end)
+
+    # Weights of the steps that leave each cell; a step that leaves or
+    # enters the rectangle is -inf, whatever px / py hold there (under XLA
+    # nothing checks the values outside it).
+    x_target_inside = tf.pad(inside[:, 1:, 1:], [[0, 0], [0, 1], [0, 1]])
+    y_target_inside = tf.pad(inside[:, 1:, :], [[0, 0], [0, 1], [0, 0]])
+    px_out = tf.where(inside & x_target_inside, skew(px, s_len, t1), neg_inf)
+    py_out = tf.where(inside & y_target_inside, skew(py, width, t_len), neg_inf)
 
     def by_diagonal(x):
         return tf.transpose(x, [1, 0, 2])  # [B, K, W] -> [K, B, W]

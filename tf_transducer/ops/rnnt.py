@@ -375,7 +375,9 @@ def get_rnnt_logprobs(
     """
     _check_options(rnnt_type)
     with tf.name_scope("get_rnnt_logprobs"):
-        lm, am, symbols = _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type)
+        lm, am, symbols, _ = _simple_inputs(
+            lm, am, symbols, termination_symbol, rnnt_type, boundary
+        )
 
         def logprobs(lm, am):
             parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
@@ -405,9 +407,10 @@ def _pad_frames(x, rnnt_type):
     return tf.pad(x, [[0, 0]] * (x.shape.rank - 1) + [[0, 1]])
 
 
-def _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type):
-    """Checked (lm, am, symbols) of the simple losses, lm and am as float32
-    (half precision in) or float64."""
+def _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type, boundary):
+    """Checked (lm, am, symbols) of the simple log-probs, lm and am as
+    float32 (half precision in) or float64; also the rows of lm inside the
+    boundary, bool [B, S + 1] (None without a boundary)."""
     lm = float_tensor(lm, "lm", 3, "[B, S + 1, C]")
     am = float_tensor(am, "am", 3, "[B, T, C]")
     dtype = tf.float64 if tf.float64 in (lm.dtype, am.dtype) else tf.float32
@@ -428,9 +431,34 @@ def _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type):
     _check_termination(termination_symbol, _dim(am, 2))
     symbols = _check_symbols(symbols, _dim(am, 0), _dim(lm, 1) - 1, _dim(am, 2))
     _check_frames(_dim(am, 1), _dim(symbols, 1), rnnt_type)
+    if boundary is None:
+        return lm, am, symbols, None
+    used_rows, _ = _used_by_boundary(_check_boundary(boundary, lm.shape[0]), lm, am)
+    return lm, am, symbols, used_rows
+
+
+def _used_by_boundary(boundary, lm, am):
+    """(rows of lm [B, S + 1], frames of am [B, T]) inside the boundary."""
+    s = tf.range(tf.shape(lm, out_type=tf.int64)[1])[tf.newaxis]
+    t = tf.range(tf.shape(am, out_type=tf.int64)[1])[tf.newaxis]
+    rows = (s >= boundary[:, 0:1]) & (s <= boundary[:, 2:3])
+    frames = (t >= boundary[:, 1:2]) & (t < boundary[:, 3:4])
+    return rows, frames
+
+
+def _simple_loss_inputs(lm, am, boundary):
+    """lm and am of a simple loss with 0 in the rows and frames outside the
+    boundary (so that padding is never read: no value there can reach the
+    loss or raise), checked for NaN / +inf inside it."""
+    lm = float_tensor(lm, "lm", 3, "[B, S + 1, C]")
+    am = float_tensor(am, "am", 3, "[B, T, C]")
+    if boundary is not None:
+        rows, frames = _used_by_boundary(_check_boundary(boundary), lm, am)
+        lm = tf.where(rows[..., tf.newaxis], lm, tf.zeros_like(lm))
+        am = tf.where(frames[..., tf.newaxis], am, tf.zeros_like(am))
     finite_or_neg_inf(lm, "lm")
     finite_or_neg_inf(am, "am")
-    return lm, am, symbols
+    return lm, am
 
 
 def _with_float64_fallback(logprobs_fn, lm, am):
@@ -556,6 +584,7 @@ def rnnt_loss_simple(
     delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_simple"):
         boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
+        lm, am = _simple_loss_inputs(lm, am, boundary)
         px, py = get_rnnt_logprobs(
             lm, am, symbols, termination_symbol, rnnt_type=rnnt_type, boundary=boundary
         )
@@ -1112,7 +1141,8 @@ def get_rnnt_logprobs_smoothed(
         + am_only_scale * log softmax(am[t] + log unigram)
 
     where unigram is the LM's distribution averaged over the batch and all
-    histories.  A term whose scale is exactly 0 is left out (k2 uses 1e-20
+    histories (with a boundary, the histories inside it only: unlike k2,
+    padding changes nothing).  A term whose scale is exactly 0 is left out (k2 uses 1e-20
     there instead, so that 0 x -inf does not give NaN; leaving it out gives
     the same values). Half-precision inputs are computed in float32.
 
@@ -1138,7 +1168,9 @@ def get_rnnt_logprobs_smoothed(
             f"{lm_only_scale} + {am_only_scale}"
         )
     with tf.name_scope("get_rnnt_logprobs_smoothed"):
-        lm, am, symbols = _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type)
+        lm, am, symbols, used_rows = _simple_inputs(
+            lm, am, symbols, termination_symbol, rnnt_type, boundary
+        )
 
         def logprobs(lm, am):
             return _smoothed_logprobs(
@@ -1147,6 +1179,7 @@ def get_rnnt_logprobs_smoothed(
                 symbols,
                 termination_symbol,
                 rnnt_type,
+                used_rows,
                 (1.0 - lm_only_scale - am_only_scale, lm_only_scale, am_only_scale),
             )
 
@@ -1154,12 +1187,22 @@ def get_rnnt_logprobs_smoothed(
         return _finish_logprobs(px, py, boundary, rnnt_type)
 
 
-def _smoothed_logprobs(lm, am, symbols, termination_symbol, rnnt_type, scales):
+def _smoothed_logprobs(
+    lm, am, symbols, termination_symbol, rnnt_type, used_rows, scales
+):
     """(px, py, fits) of get_rnnt_logprobs_smoothed for checked inputs;
-    scales = (combined, lm-only, am-only)."""
+    used_rows: bool [B, S + 1] or None (all); scales = (combined, lm-only,
+    am-only)."""
     parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
     lm_only_norm = tf.reduce_sum(parts.lm_probs, axis=2, keepdims=True)  # [B, S+1, 1]
-    unigram = tf.reduce_mean(parts.lm_probs / lm_only_norm, axis=[0, 1])
+    lm_only = parts.lm_probs / lm_only_norm
+    if used_rows is None:
+        unigram = tf.reduce_mean(lm_only, axis=[0, 1])
+    else:  # the used rows only, so that padding changes nothing
+        weights = tf.cast(used_rows, lm.dtype)[..., tf.newaxis]
+        unigram = tf.reduce_sum(lm_only * weights, axis=[0, 1]) / tf.maximum(
+            tf.reduce_sum(weights), 1.0
+        )
     unigram += _tiny(lm.dtype)  # [C]
     am_only_sum = tf.linalg.matvec(parts.am_probs, unigram)  # [B, T]
     am_only_norm = (tf.math.log(am_only_sum) + parts.am_max[..., 0])[:, tf.newaxis]
@@ -1217,6 +1260,7 @@ def rnnt_loss_smoothed(
     delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_smoothed"):
         boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
+        lm, am = _simple_loss_inputs(lm, am, boundary)
         px, py = get_rnnt_logprobs_smoothed(
             lm,
             am,
