@@ -55,7 +55,7 @@ def _show(value):
     value = value.numpy() if hasattr(value, "numpy") else value
     if hasattr(value, "tolist"):
         value = value.tolist()
-    if isinstance(value, list) and len(value) == 1:
+    while isinstance(value, list) and len(value) == 1:
         value = value[0]  # first_bad's single value or index
     return str(value)
 

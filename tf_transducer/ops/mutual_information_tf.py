@@ -3,9 +3,9 @@
 Same maths as cc/kernels/mutual_information.h.  Cells (s, t) of the
 (S + 1) x (T + 1) grid are laid out by diagonal k = t + r * s (r = 1 for
 regular px, 0 for modified) so that one `tf.scan` step computes a whole
-diagonal: both kinds of step raise k by one.  The forward scan gives alpha,
-the backward scan beta (log-sum of paths from a cell to the end), and the
-occupation of a step is exp(alpha + weight + beta_next - score).
+diagonal: both kinds of step raise k by one.  The forward scan gives alpha;
+the backward scan gives the occupation of every step from the share of
+each cell's alpha that each incoming step brought, as the kernel does.
 
 It uses only TensorFlow ops that XLA compiles, so it runs inside
 `tf.function(jit_compile=True)` where the custom op cannot.
@@ -86,43 +86,55 @@ def _forward_backward(px, py, boundary):
         initializer=tf.fill([batch, width], neg_inf),
     )  # [K, B, W]
 
-    def backward_step(b_next, elems):
-        wx, wy, is_inside, is_end = elems
-        x_term = wx + tf.pad(b_next[:, 1:], [[0, 0], [0, 1]], constant_values=_NEG_INF)
-        b = _log_add(x_term, wy + b_next)
-        return tf.where(is_end, tf.zeros_like(b), tf.where(is_inside, b, neg_inf))
-
-    beta = tf.scan(
-        backward_step,
-        (
-            by_diagonal(px_out),
-            by_diagonal(py_out),
-            by_diagonal(inside),
-            by_diagonal(end),
-        ),
-        initializer=tf.fill([batch, width], neg_inf),
-        reverse=True,
-    )  # [K, B, W]
-
-    alpha = by_diagonal(alpha)  # back to [B, K, W]
-    beta = by_diagonal(beta)
-    scores = tf.reduce_max(tf.where(end, alpha, neg_inf), axis=[1, 2])
-
-    beta_next = tf.concat([beta[:, 1:], tf.fill([batch, 1, width], neg_inf)], 1)
-    beta_next_x = tf.pad(
-        beta_next[:, :, 1:], [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF
+    # Backward, in probability space as the kernel does: the occupation g of
+    # a cell is what its successors pass back, each in proportion to the
+    # share of its forward score that came through that step,
+    # wx = exp(x_in) / (exp(x_in) + exp(y_in)) and wy = 1 - wx. These local
+    # shares stay exact where alpha + beta - score would cancel
+    # catastrophically (log-weights of 1e10 in float32).
+    alpha_prev = tf.concat([tf.fill([1, batch, width], neg_inf), alpha[:-1]], 0)
+    x_in = tf.pad(
+        (alpha_prev + px_in)[..., :-1],
+        [[0, 0], [0, 0], [1, 0]],
+        constant_values=_NEG_INF,
     )
-    has_path = tf.math.is_finite(scores)[:, tf.newaxis, tf.newaxis]
-    safe_scores = tf.where(has_path, scores[:, None, None], tf.zeros_like(alpha))
+    y_in = alpha_prev + py_in
+    reached = (alpha > neg_inf) & by_diagonal(inside) & ~by_diagonal(start)
+    hi = tf.maximum(x_in, y_in)
+    finite_hi = tf.where(reached & tf.math.is_finite(hi), hi, tf.zeros_like(hi))
+    ex = tf.exp(tf.minimum(x_in - finite_hi, 0))
+    ey = tf.exp(tf.minimum(y_in - finite_hi, 0))
+    total = tf.where(reached, ex + ey, tf.ones_like(ex))
+    zero_row = tf.zeros([1, batch, width], dtype)
 
-    def occupation(weights, after):
-        # A probability: <= 1, also where rounding of large log-weights
-        # (|values| ~ 1e10 in float32) says otherwise.
-        occ = tf.exp(tf.minimum(alpha + weights + after - safe_scores, 0))
-        return tf.where(has_path, occ, tf.zeros_like(occ))
+    def share(e):  # [K, B, W] of the cells, moved to their predecessors' k
+        ratio = e / total  # NaN only after an overflow to +inf: no gradient
+        ratio = tf.where(reached & tf.math.is_finite(ratio), ratio, 0)
+        return tf.concat([ratio[1:], zero_row], axis=0)
 
-    occ_x = tf.reshape(occupation(px_out, beta_next_x), [batch, -1])
-    occ_y = tf.reshape(occupation(py_out, beta_next), [batch, -1])
+    wx_next, wy_next = share(ex), share(ey)
+    scores = tf.reduce_max(tf.where(end, by_diagonal(alpha), neg_inf), axis=[1, 2])
+    has_path = tf.math.is_finite(scores)[:, tf.newaxis]
+    end_value = tf.cast(has_path, dtype)
+
+    def backward_step(carry, elems):
+        g_next = carry[0]
+        wx, wy, is_inside, is_end = elems
+        occ_x = tf.pad((g_next * wx)[:, 1:], [[0, 0], [0, 1]])
+        occ_y = g_next * wy
+        g = tf.where(is_inside, occ_x + occ_y, tf.zeros_like(occ_x))
+        g = tf.where(is_end, end_value + tf.zeros_like(g), g)
+        return g, occ_x, occ_y
+
+    zeros = tf.zeros([batch, width], dtype)
+    _, occ_x, occ_y = tf.scan(
+        backward_step,
+        (wx_next, wy_next, by_diagonal(inside), by_diagonal(end)),
+        initializer=(zeros, zeros, zeros),
+        reverse=True,
+    )  # [K, B, W] each: the occupations of the steps leaving each cell
+    occ_x = tf.reshape(by_diagonal(occ_x), [batch, -1])
+    occ_y = tf.reshape(by_diagonal(occ_y), [batch, -1])
 
     def unskew(occ, rows, cols):
         """[B, K * W] -> [B, rows, cols], entry (s, t) from cell (t + r s, s)."""
