@@ -139,7 +139,7 @@ def test_config_round_trip_and_saved_model_keeps_the_loss(tmp_path):
         (dict(blank=-1), "blank must be an int >= 0"),
         (dict(rnnt_type="ctc"), "rnnt_type must be one of"),
         (dict(delay_penalty=-1.0), "delay_penalty must be >= 0"),
-        (dict(pad_id=0), "pad_id must be an int other than blank"),
+        (dict(pad_id=0), "pad_id must differ from blank"),
         (dict(reduction="max"), "reduction must be one of"),
         (dict(fastemit_lambda=-0.1), "fastemit_lambda must be >= 0"),
     ],

@@ -214,7 +214,7 @@ def test_config_round_trip_and_saved_model_keeps_the_loss(tmp_path):
         (dict(pruned_loss_scale=-1.0), "pruned_loss_scale must be >= 0"),
         (dict(lm_only_scale=0.6, am_only_scale=0.5), "must be < 1"),
         (dict(blank=-1), "blank must be an int >= 0"),
-        (dict(pad_id=0), "pad_id must be an int other than blank"),
+        (dict(pad_id=0), "pad_id must differ from blank"),
     ],
 )
 def test_bad_arguments(kwargs, message):

@@ -7,31 +7,53 @@ import tensorflow as tf
 
 from tf_transducer.ops import neural_transducer as nt_ops
 from tf_transducer.ops import rnnt
+from tf_transducer.ops._validation import first_bad, real_number, require
 
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
 
 
-class _LabelSequenceLoss(keras.losses.Loss):
-    """Shared by the sequence losses: blank, padded labels, reduction."""
+def _check_blank(blank, pad_id):
+    if not isinstance(blank, int) or isinstance(blank, bool) or blank < 0:
+        raise ValueError(f"blank must be an int >= 0, got {blank!r}")
+    if pad_id == blank:
+        raise ValueError(f"pad_id must differ from blank ({blank}), got {pad_id!r}")
 
-    def __init__(self, blank, pad_id, reduction, name, dtype):
-        if not isinstance(blank, int) or blank < 0:
-            raise ValueError(f"blank must be an int >= 0, got {blank!r}")
-        if not isinstance(pad_id, int) or (pad_id >= 0 and pad_id == blank):
-            raise ValueError(f"pad_id must be an int other than blank, got {pad_id!r}")
+
+class _LabelSequenceLoss(keras.losses.Loss):
+    """Shared by the sequence losses: padded labels, sample weights, reduction.
+
+    y_true holds each sequence's labels first, then pad_id up to the batch's
+    width (`padded_batch` with padding_values=pad_id); labels may come as
+    integral floats (Keras may cast y_true to the model's dtype).
+    """
+
+    def __init__(self, pad_id, reduction, name, dtype):
+        if not isinstance(pad_id, int) or isinstance(pad_id, bool):
+            raise ValueError(f"pad_id must be an int, got {pad_id!r}")
         if reduction not in _REDUCTIONS:
             raise ValueError(
                 f"reduction must be one of {_REDUCTIONS}, got {reduction!r}"
             )
         super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.blank = blank
         self.pad_id = pad_id
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         with tf.name_scope(self.name):
             losses = self._per_utterance(y_true, y_pred)
             if sample_weight is not None:
-                losses = losses * tf.cast(tf.reshape(sample_weight, [-1]), losses.dtype)
+                weights = tf.reshape(tf.convert_to_tensor(sample_weight), [-1])
+                with tf.control_dependencies(
+                    _checks(
+                        require(
+                            tf.equal(tf.size(weights), tf.size(losses)),
+                            "sample_weight must hold one weight per sequence "
+                            "(B = {}), got {} weights",
+                            tf.size(losses),
+                            tf.size(weights),
+                        )
+                    )
+                ):
+                    losses = losses * tf.cast(weights, losses.dtype)
             if self.reduction in ("none", None):
                 return losses
             total = tf.reduce_sum(losses)
@@ -47,17 +69,74 @@ class _LabelSequenceLoss(keras.losses.Loss):
         """Per-utterance losses [B]."""
         return self._per_utterance(y_true, y_pred)
 
-    def _labels(self, y_true):
-        """(symbols [B, S] with padding set to 0, label_lengths [B])."""
-        labels = tf.cast(tf.convert_to_tensor(y_true), tf.int64)
+    def _labels(self, y_true, num_classes=None, batch=None, excluded=None):
+        """(labels int64 [B, S] with padding set to 0, label_lengths [B]).
+
+        Checks (InvalidArgumentError naming y_true) that every row is labels
+        then padding, that labels are integers, in [0, num_classes) and not
+        `excluded` (when given), and that there are `batch` rows.
+        """
+        labels = tf.convert_to_tensor(y_true)
         if labels.shape.rank != 2:
             raise ValueError(
                 f"y_true must be labels [B, S] padded with pad_id={self.pad_id}, "
                 f"got shape {labels.shape}"
             )
+        checks = []
+        if labels.dtype.is_floating:
+            whole = tf.equal(labels, tf.round(labels))
+            value, index = first_bad(~whole, labels)
+            checks.append(
+                require(
+                    tf.reduce_all(whole),
+                    "y_true must hold integer labels, got {} at [b, s] = {}",
+                    value,
+                    index,
+                )
+            )
+        elif not labels.dtype.is_integer:
+            raise ValueError(f"y_true must hold integer labels, got {labels.dtype}")
+        labels = tf.cast(labels, tf.int64)
         is_label = tf.not_equal(labels, self.pad_id)
-        label_lengths = tf.reduce_sum(tf.cast(is_label, tf.int64), axis=1)
-        return tf.where(is_label, labels, tf.zeros_like(labels)), label_lengths
+        after_padding = is_label[:, 1:] & ~is_label[:, :-1]
+        _, index = first_bad(after_padding, labels[:, 1:])
+        checks.append(
+            require(
+                ~tf.reduce_any(after_padding),
+                f"y_true must hold each sequence's labels, then pad_id={self.pad_id}"
+                " to the end; got a label after the padding at [b, s] = {}",
+                index + [[0, 1]],
+            )
+        )
+        if num_classes is not None:
+            bad = is_label & ((labels < 0) | (labels >= tf.cast(num_classes, tf.int64)))
+            if excluded is not None:
+                bad |= is_label & tf.equal(labels, excluded)
+            value, index = first_bad(bad, labels)
+            extra = "" if excluded is None else f", other than {excluded}"
+            checks.append(
+                require(
+                    ~tf.reduce_any(bad),
+                    "y_true labels must lie in [0, C) with C = {}"
+                    + extra
+                    + f" (padding: pad_id={self.pad_id}); got {{}} at [b, s] = {{}}",
+                    num_classes,
+                    value,
+                    index,
+                )
+            )
+        if batch is not None:
+            checks.append(
+                require(
+                    tf.equal(tf.shape(labels)[0], tf.cast(batch, tf.int32)),
+                    "y_true has {} sequences but y_pred has {}",
+                    tf.shape(labels)[0],
+                    batch,
+                )
+            )
+        with tf.control_dependencies(_checks(*checks)):
+            label_lengths = tf.reduce_sum(tf.cast(is_label, tf.int64), axis=1)
+            return tf.where(is_label, labels, tf.zeros_like(labels)), label_lengths
 
     @staticmethod
     def _frame_counts(frames, batch, frame_mask):
@@ -68,27 +147,34 @@ class _LabelSequenceLoss(keras.losses.Loss):
 
     def get_config(self):
         config = super().get_config()
-        config.update(blank=self.blank, pad_id=self.pad_id)
+        config.update(pad_id=self.pad_id)
         return config
 
 
+def _checks(*ops):
+    """The assertion ops among ops (None: checked eagerly, or under XLA)."""
+    return [op for op in ops if op is not None]
+
+
 class _TransducerLoss(_LabelSequenceLoss):
-    """Shared by the transducer losses: rnnt_type and delay_penalty too."""
+    """Shared by the transducer losses: blank, rnnt_type and delay_penalty."""
 
     def __init__(self, blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype):
-        super().__init__(blank, pad_id, reduction, name, dtype)
+        super().__init__(pad_id, reduction, name, dtype)
+        _check_blank(blank, pad_id)
         if rnnt_type not in rnnt.RNNT_TYPES:
             raise ValueError(
                 f"rnnt_type must be one of {rnnt.RNNT_TYPES}, got {rnnt_type!r}"
             )
-        if delay_penalty < 0:
-            raise ValueError(f"delay_penalty must be >= 0, got {delay_penalty}")
+        self.blank = blank
         self.rnnt_type = rnnt_type
-        self.delay_penalty = delay_penalty
+        self.delay_penalty = real_number("delay_penalty", delay_penalty, minimum=0.0)
 
     def get_config(self):
         config = super().get_config()
-        config.update(rnnt_type=self.rnnt_type, delay_penalty=self.delay_penalty)
+        config.update(
+            blank=self.blank, rnnt_type=self.rnnt_type, delay_penalty=self.delay_penalty
+        )
         return config
 
 
@@ -140,7 +226,9 @@ class CtcLoss(_LabelSequenceLoss):
         name="ctc_loss",
         dtype=None,
     ):
-        super().__init__(blank, pad_id, reduction, name, dtype)
+        super().__init__(pad_id, reduction, name, dtype)
+        _check_blank(blank, pad_id)
+        self.blank = blank
         self.zero_infinity = bool(zero_infinity)
 
     def _per_utterance(self, y_true, y_pred):
@@ -150,16 +238,25 @@ class CtcLoss(_LabelSequenceLoss):
             raise ValueError(
                 f"y_pred must be logits [B, T, C], got shape {logits.shape}"
             )
-        symbols, label_lengths = self._labels(y_true)
+        if logits.shape[2] is not None and self.blank >= logits.shape[2]:
+            raise ValueError(
+                f"blank={self.blank} is not a class of y_pred's C = {logits.shape[2]}"
+            )
+        symbols, label_lengths = self._labels(
+            y_true, tf.shape(logits)[2], tf.shape(logits)[0], excluded=self.blank
+        )
         logit_lengths = self._frame_counts(
             tf.shape(logits)[1], tf.shape(symbols)[0], frame_mask
         )
         label_lengths = tf.cast(label_lengths, tf.int32)
         logit_lengths = tf.cast(logit_lengths, tf.int32)
         feasible = ctc_feasible(symbols, label_lengths, logit_lengths)
+        # Frames past each length are never read (whatever they hold).
+        frames = tf.sequence_mask(logit_lengths, tf.shape(logits)[1])
+        logits = tf.where(frames[..., tf.newaxis], tf.cast(logits, tf.float32), 0.0)
         losses = tf.nn.ctc_loss(
             labels=tf.cast(symbols, tf.int32),
-            logits=tf.cast(logits, tf.float32),
+            logits=logits,
             # Impossible utterances are scored on an empty label (always
             # possible), so that their gradient is finite, then replaced.
             label_length=tf.where(feasible, label_lengths, 0),
@@ -172,7 +269,7 @@ class CtcLoss(_LabelSequenceLoss):
 
     def get_config(self):
         config = super().get_config()
-        config.update(zero_infinity=self.zero_infinity)
+        config.update(blank=self.blank, zero_infinity=self.zero_infinity)
         return config
 
 
@@ -229,17 +326,36 @@ class RnntLoss(_TransducerLoss):
         super().__init__(
             blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
         )
-        self.clamp = float(clamp)
-        if fastemit_lambda < 0:
-            raise ValueError(f"fastemit_lambda must be >= 0, got {fastemit_lambda}")
-        self.fastemit_lambda = float(fastemit_lambda)
+        self.clamp = real_number("clamp", clamp)
+        self.fastemit_lambda = real_number(
+            "fastemit_lambda", fastemit_lambda, minimum=0.0
+        )
 
     def _per_utterance(self, y_true, y_pred):
         # Keras would apply y_pred's [B, T] frame mask to the [B] losses;
         # here the mask gives the frame counts instead.
         frame_mask = getattr(y_pred, "_keras_mask", None)
         logits = tf.convert_to_tensor(y_pred)
-        symbols, label_lengths = self._labels(y_true)
+        if logits.shape.rank != 4:
+            raise ValueError(
+                f"y_pred must be joiner logits [B, T, S + 1, C], got shape "
+                f"{logits.shape}"
+            )
+        symbols, label_lengths = self._labels(
+            y_true, tf.shape(logits)[3], tf.shape(logits)[0]
+        )
+        with tf.control_dependencies(
+            _checks(
+                require(
+                    tf.equal(tf.shape(symbols)[1] + 1, tf.shape(logits)[2]),
+                    "y_pred must have S + 1 = {} rows per frame for y_true's S "
+                    "labels, got {}",
+                    tf.shape(symbols)[1] + 1,
+                    tf.shape(logits)[2],
+                )
+            )
+        ):
+            symbols = tf.identity(symbols)
         logit_lengths = self._frame_counts(
             tf.shape(logits)[1], tf.shape(symbols)[0], frame_mask
         )
@@ -345,24 +461,20 @@ class PrunedRnntLoss(_TransducerLoss):
                 f"s_range must be an int >= {least} for rnnt_type={rnnt_type!r}, "
                 f"got {s_range!r}"
             )
-        for arg, value in (
-            ("simple_loss_scale", simple_loss_scale),
-            ("pruned_loss_scale", pruned_loss_scale),
-            ("lm_only_scale", lm_only_scale),
-            ("am_only_scale", am_only_scale),
-        ):
-            if value < 0:
-                raise ValueError(f"{arg} must be >= 0, got {value}")
-        if lm_only_scale + am_only_scale >= 1:
+        self.s_range = s_range
+        self.simple_loss_scale = real_number(
+            "simple_loss_scale", simple_loss_scale, minimum=0.0
+        )
+        self.pruned_loss_scale = real_number(
+            "pruned_loss_scale", pruned_loss_scale, minimum=0.0
+        )
+        self.lm_only_scale = real_number("lm_only_scale", lm_only_scale, minimum=0.0)
+        self.am_only_scale = real_number("am_only_scale", am_only_scale, minimum=0.0)
+        if self.lm_only_scale + self.am_only_scale >= 1:
             raise ValueError(
                 "lm_only_scale + am_only_scale must be < 1, got "
                 f"{lm_only_scale} + {am_only_scale}"
             )
-        self.s_range = s_range
-        self.simple_loss_scale = float(simple_loss_scale)
-        self.pruned_loss_scale = float(pruned_loss_scale)
-        self.lm_only_scale = float(lm_only_scale)
-        self.am_only_scale = float(am_only_scale)
 
     def components(self, y_true, y_pred):
         """{"simple": [B], "pruned": [B]}: the two unweighted losses."""
@@ -383,7 +495,11 @@ class PrunedRnntLoss(_TransducerLoss):
         frame_mask = getattr(encoder, "_keras_mask", None)
         encoder = tf.convert_to_tensor(encoder, name="encoder")
         decoder = tf.convert_to_tensor(y_pred["decoder"], name="decoder")
-        symbols, label_lengths = self._labels(y_true)
+        if am.shape.rank != 3:
+            raise ValueError(f'y_pred["am"] must be [B, T, C], got shape {am.shape}')
+        symbols, label_lengths = self._labels(
+            y_true, tf.shape(am)[2], tf.shape(am)[0]
+        )
         logit_lengths = y_pred.get("logit_lengths")
         if logit_lengths is None:
             logit_lengths = self._frame_counts(
@@ -470,7 +586,7 @@ class RecognitionLatticeLoss(_LabelSequenceLoss):
         name="lattice_loss",
         dtype=None,
     ):
-        super().__init__(0, pad_id, reduction, name, dtype)
+        super().__init__(pad_id, reduction, name, dtype)
 
     def _per_utterance(self, y_true, y_pred):
         if not isinstance(y_pred, Mapping) or any(k not in y_pred for k in self._KEYS):
@@ -491,7 +607,9 @@ class RecognitionLatticeLoss(_LabelSequenceLoss):
                 tf.shape(frames)[0],
                 getattr(frames, "_keras_mask", None),
             )
-        labels, num_labels = self._labels(y_true)
+        labels, num_labels = self._labels(
+            y_true, lattice.vocab_size + 1, tf.shape(frames)[0], excluded=0
+        )
         return lattice(frames, num_frames, labels, num_labels)
 
 
@@ -530,7 +648,15 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
         name="neural_transducer_loss",
         dtype=None,
     ):
-        super().__init__(e_symbol_index, pad_id, reduction, name, dtype)
+        super().__init__(pad_id, reduction, name, dtype)
+        if not isinstance(e_symbol_index, int) or e_symbol_index < 0:
+            raise ValueError(
+                f"e_symbol_index must be an int >= 0, got {e_symbol_index!r}"
+            )
+        if pad_id == e_symbol_index:
+            raise ValueError(
+                f"pad_id must differ from e_symbol_index ({e_symbol_index})"
+            )
         if not isinstance(transducer_max_width, int) or transducer_max_width < 1:
             raise ValueError(
                 "transducer_max_width must be an int >= 1, got "
@@ -556,13 +682,18 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
                 f"{y_pred!r:.200}"
             )
         logits = tf.convert_to_tensor(y_pred["logits"])
-        labels, label_lengths = self._labels(y_true)
-        labels = tf.cast(labels, tf.int32)
         if logits.shape.rank != 5:
             raise ValueError(
                 'y_pred["logits"] must be [B, NB, U + 1, W, n_out], got shape '
                 f"{logits.shape}"
             )
+        labels, label_lengths = self._labels(
+            y_true,
+            tf.shape(logits)[4],
+            tf.shape(logits)[0],
+            excluded=self.e_symbol_index,
+        )
+        labels = tf.cast(labels, tf.int32)
         if None not in (logits.shape[2], labels.shape[1]) and (
             logits.shape[2] != labels.shape[1] + 1
         ):
@@ -617,7 +748,6 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
 
     def get_config(self):
         config = super().get_config()
-        config.pop("blank")
         config.update(
             transducer_max_width=self.transducer_max_width,
             e_symbol_index=self.e_symbol_index,

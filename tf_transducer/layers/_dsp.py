@@ -28,16 +28,24 @@ def frame_count(lengths, frame_length, frame_step):
 
 
 def zero_after(x, lengths):
-    """x [B, T, ...] with frames t >= lengths[b] set to 0."""
-    mask = tf.sequence_mask(lengths, tf.shape(x)[1], dtype=x.dtype)
-    return x * tf.reshape(
-        mask, tf.concat([tf.shape(mask), [1] * (x.shape.rank - 2)], 0)
-    )
+    """x [B, T, ...] with frames t >= lengths[b] set to 0 (selected, not
+    multiplied: NaN or inf in the padding does not leak)."""
+    mask = tf.sequence_mask(lengths, tf.shape(x)[1])
+    mask = tf.reshape(mask, tf.concat([tf.shape(mask), [1] * (x.shape.rank - 2)], 0))
+    return tf.where(mask, x, tf.zeros_like(x))
 
 
 def power_spectrum(audio, frame_length, frame_step, fft_length):
-    """|RFFT(periodic Hann window * frame)|^2: [B, N] -> [B, T, fft_length/2 + 1]."""
+    """|RFFT(periodic Hann window * frame)|^2: [B, N] -> [B, T, fft_length/2 + 1].
+
+    T = 1 + (N - frame_length) // frame_step, or 0 when N < frame_length.
+    """
+    n = tf.shape(audio)[1]
+    frames_in_n = tf.maximum(n - frame_length, -frame_step) // frame_step + 1
+    # At least one frame is computed (an empty RFFT fails), then sliced off.
+    audio = tf.pad(audio, [[0, 0], [0, tf.maximum(frame_length - n, 0)]])
     frames = tf.signal.frame(audio, frame_length, frame_step, pad_end=False)
+    frames = frames[:, :frames_in_n]
     window = tf.signal.hann_window(frame_length, periodic=True, dtype=audio.dtype)
     spectrum = tf.signal.rfft(frames * window, fft_length=[fft_length])
     return tf.math.square(tf.math.real(spectrum)) + tf.math.square(

@@ -4,26 +4,7 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-
-
-def resolve_lengths(x, lengths):
-    """int32 [B] lengths along axis 1 of x; all of axis 1 when None."""
-    if lengths is None:
-        return tf.fill(tf.shape(x)[:1], tf.shape(x)[1])
-    lengths = tf.cast(tf.convert_to_tensor(lengths), tf.int32)
-    if lengths.shape.rank != 1:
-        raise ValueError(f"lengths must be [B], got shape {lengths.shape}")
-    return lengths
-
-
-def check_positive(name, value, kind=(int, float)):
-    if not isinstance(value, kind) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-
-
-def check_non_negative_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+from tf_transducer.layers._checks import check_positive, resolve_lengths
 
 
 class SpectralLayer(keras.layers.Layer):

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._feature_base import check_positive, resolve_lengths
+from tf_transducer.layers._checks import check_positive, resolve_lengths
 
 _MODES = ("utterance", "global")
 

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._feature_base import (
+from tf_transducer.layers._checks import (
     check_non_negative_int,
     check_positive,
     resolve_lengths,

@@ -5,7 +5,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._feature_base import SpectralLayer, check_positive
+from tf_transducer.layers._checks import check_positive
+from tf_transducer.layers._feature_base import SpectralLayer
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

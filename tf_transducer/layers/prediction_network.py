@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._feature_base import check_positive
+from tf_transducer.layers._checks import check_positive
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

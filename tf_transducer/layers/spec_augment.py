@@ -18,7 +18,7 @@ number so that, as in lingvo, sizes and positions are not correlated.
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._feature_base import resolve_lengths
+from tf_transducer.layers._checks import resolve_lengths
 
 # Parameters that may be given per domain (one value per entry of domain_ids).
 PER_DOMAIN = (

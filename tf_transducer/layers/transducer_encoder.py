@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._feature_base import check_positive, resolve_lengths
+from tf_transducer.layers._checks import check_positive, resolve_lengths
 from tf_transducer.layers.frame_stacking import FrameStacking
 
 

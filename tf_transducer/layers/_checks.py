@@ -1,0 +1,57 @@
+"""Argument checks shared by the layers: constructor values and lengths."""
+
+import tensorflow as tf
+
+from tf_transducer.ops._validation import first_bad, require
+
+
+def resolve_lengths(x, lengths, name="lengths"):
+    """int32 [B] lengths along axis 1 of x; all of axis 1 when None.
+
+    Lengths may be any integer tensor, array or list. Raises ValueError for
+    a float dtype or a rank other than 1, and (InvalidArgumentError) when
+    their count differs from x's batch or a value lies outside [0, x's
+    axis 1]; the message names the argument.
+    """
+    if lengths is None:
+        return tf.fill(tf.shape(x)[:1], tf.shape(x)[1])
+    lengths = tf.convert_to_tensor(lengths)
+    if not lengths.dtype.is_integer:
+        raise ValueError(f"{name} must be integers, got dtype {lengths.dtype.name}")
+    if lengths.shape.rank != 1:
+        raise ValueError(f"{name} must be [B], got shape {lengths.shape}")
+    if None not in (lengths.shape[0], x.shape[0]) and lengths.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"{name} has {lengths.shape[0]} entries for a batch of {x.shape[0]}"
+        )
+    lengths = tf.cast(lengths, tf.int32)
+    size = tf.shape(x)[1]
+    bad = (lengths < 0) | (lengths > size)
+    value, index = first_bad(bad, lengths)
+    checks = [
+        require(
+            tf.equal(tf.size(lengths), tf.shape(x)[0]),
+            f"{name} has {{}} entries for a batch of {{}}",
+            tf.size(lengths),
+            tf.shape(x)[0],
+        ),
+        require(
+            ~tf.reduce_any(bad),
+            f"{name} must lie in [0, {{}}] (the padded length); got {{}} at index {{}}",
+            size,
+            value,
+            index,
+        ),
+    ]
+    with tf.control_dependencies([c for c in checks if c is not None]):
+        return tf.identity(lengths)
+
+
+def check_positive(name, value, kind=(int, float)):
+    if not isinstance(value, kind) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def check_non_negative_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
