@@ -1,6 +1,12 @@
 """Audio data: manifests, decoding, text encoders, tf.data pipelines, corpora."""
 
-from tf_transducer.data.audio import AudioInfo, BadAudioError, probe, read_audio
+from tf_transducer.data.audio import (
+    AudioInfo,
+    BadAudioError,
+    load_audio,
+    probe,
+    read_audio,
+)
 from tf_transducer.data.manifest import Utterance, read_manifest
 from tf_transducer.data.pipeline import SpeechDataset
 from tf_transducer.data.resample import resample
@@ -21,6 +27,7 @@ __all__ = [
     "SpeechDataset",
     "SubwordEncoder",
     "Utterance",
+    "load_audio",
     "load_text_encoder",
     "probe",
     "read_audio",

@@ -72,7 +72,15 @@ def _probe_wav(path, size):
                 if channels == 0 or align == 0 or rate == 0:
                     raise BadAudioError(path, f"bad WAV format {fmt}")
                 frames = length // align
-                return AudioInfo(rate, channels, frames, tag == 1 and bits == 16)
+                # tf.audio.decode_wav takes 16-bit PCM whose block alignment
+                # and data size agree; anything else goes to libsndfile.
+                in_graph = (
+                    tag == 1
+                    and bits == 16
+                    and align == 2 * channels
+                    and length % align == 0
+                )
+                return AudioInfo(rate, channels, frames, in_graph)
             else:
                 f.seek(length + (length & 1), os.SEEK_CUR)
     raise BadAudioError(path, "WAV file without a data chunk")
@@ -108,20 +116,56 @@ def probe(path: str) -> AudioInfo:
     return info
 
 
-def read_audio(path: str, sample_rate: int) -> np.ndarray:
-    """float32 [N] mono samples in [-1, 1] at sample_rate (numpy, soundfile)."""
+def read_audio(
+    path: str, sample_rate: int, offset: float = 0.0, duration: float | None = None
+) -> np.ndarray:
+    """float32 [N] mono samples in [-1, 1] at sample_rate (numpy, soundfile).
+
+    Args:
+      path: any file libsndfile reads (WAV, FLAC, OGG, ...).
+      sample_rate: Hz of the result; other rates are resampled.
+      offset, duration: seconds: read only that segment (the rest of the
+        file from offset when duration is None).
+
+    Raises:
+      BadAudioError: unreadable, no samples (in the segment), or samples
+        that are NaN or infinite (a float file can hold them).
+    """
     import soundfile as sf
 
     try:
-        audio, rate = sf.read(path, dtype="float64", always_2d=True)
+        with sf.SoundFile(path) as f:
+            rate = f.samplerate
+            start = int(round(offset * rate))
+            if start:
+                f.seek(min(start, f.frames))
+            count = -1 if duration is None else int(round(duration * rate))
+            audio = f.read(count, dtype="float64", always_2d=True)
     except Exception as error:
         raise BadAudioError(path, f"cannot be decoded ({error})") from None
     if audio.shape[0] == 0:
-        raise BadAudioError(path, "no audio samples")
+        where = f" at offset {offset} s" if offset else ""
+        raise BadAudioError(path, f"no audio samples{where}")
+    if not np.isfinite(audio).all():
+        raise BadAudioError(path, "samples that are NaN or infinite")
     mono = audio.mean(axis=1)
     if rate != sample_rate:
         mono = resample(mono, int(rate), int(sample_rate))
     return mono.astype(np.float32)
+
+
+def load_audio(path: str, sample_rate: int) -> np.ndarray:
+    """A whole audio file as float32 [N] mono samples at sample_rate.
+
+    The rule every reader here applies: the file is checked as the
+    pipeline checks it (`probe`: readable, not empty, not truncated, has
+    samples), then decoded and resampled to sample_rate if needed.
+
+    Raises:
+      BadAudioError: naming the file and what is wrong with it.
+    """
+    probe(path)
+    return read_audio(path, sample_rate)
 
 
 def decode_wav(contents):

@@ -13,6 +13,7 @@ Relative audio paths are resolved against the manifest's own folder.
 import csv
 import dataclasses
 import json
+import math
 import os
 
 
@@ -23,7 +24,10 @@ class Utterance:
     Attributes:
       path: absolute path of the audio file.
       transcript: its text.
-      duration: seconds, when the manifest gives it.
+      duration: seconds, when the manifest gives it (with an offset: the
+        length of the segment to read).
+      offset: seconds into the file where the utterance starts (NeMo's
+        "offset"; 0 = the start).
       source: "manifest:line", for messages.
     """
 
@@ -31,62 +35,123 @@ class Utterance:
     transcript: str
     duration: float | None = None
     source: str = ""
+    offset: float = 0.0
 
 
 def _resolve(folder, path):
     return os.path.normpath(path if os.path.isabs(path) else os.path.join(folder, path))
 
 
+class _Lines:
+    """The lines of a UTF-8 text file, with errors that name file and line."""
+
+    def __init__(self, path):
+        self.path = path
+        self.number = 0
+
+    def __iter__(self):
+        with open(self.path, "rb") as f:
+            for raw in f:
+                self.number += 1
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(
+                        f"{self.path}:{self.number}: not UTF-8 text ({error.reason} "
+                        f"at byte {error.start} of the line)"
+                    ) from None
+
+
 def _read_csv(path, folder):
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
+    lines = _Lines(path)
+    # A transcript may be long (a whole chapter), but not without bound.
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
+    reader = csv.DictReader(iter(lines))
+    try:
         missing = {"wav_filename", "transcript"} - set(reader.fieldnames or [])
         if missing:
             raise ValueError(
                 f"{path}: a DeepSpeech manifest needs the columns wav_filename and "
                 f"transcript; missing {sorted(missing)} (header: {reader.fieldnames})"
             )
-        return [
-            Utterance(
-                _resolve(folder, row["wav_filename"]),
-                row["transcript"] or "",
-                source=f"{path}:{reader.line_num}",
+        items = []
+        for row in reader:
+            where = f"{path}:{lines.number}"
+            if None in row or None in row.values():
+                raise ValueError(
+                    f"{where}: {len(reader.fieldnames)} columns expected "
+                    f"({','.join(reader.fieldnames)}), the row has "
+                    f"{len(row) - (None in row) + len(row.get(None) or [])}"
+                )
+            if not row["wav_filename"]:
+                raise ValueError(f"{where}: empty wav_filename")
+            items.append(
+                Utterance(
+                    _resolve(folder, row["wav_filename"]),
+                    row["transcript"],
+                    source=where,
+                )
             )
-            for row in reader
-        ]
+        return items
+    except csv.Error as error:
+        raise ValueError(f"{path}:{lines.number}: bad CSV ({error})") from None
+
+
+def _seconds(entry, key, where, default):
+    value = entry.get(key, default)
+    if value is default:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: {key!r} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where}: {key!r} must be >= 0 seconds, got {value!r}")
+    return float(value)
 
 
 def _read_jsonl(path, folder):
     items = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not JSON ({error})") from None
-            if not isinstance(entry, dict) or "audio_filepath" not in entry:
-                raise ValueError(f"{path}:{number}: needs an audio_filepath field")
-            duration = entry.get("duration")
-            items.append(
-                Utterance(
-                    _resolve(folder, entry["audio_filepath"]),
-                    entry.get("text") or "",
-                    None if duration is None else float(duration),
-                    source=f"{path}:{number}",
-                )
+    lines = _Lines(path)
+    for line in lines:
+        where = f"{path}:{lines.number}"
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: not JSON ({error})") from None
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: each line must be a JSON object")
+        audio = entry.get("audio_filepath")
+        if not isinstance(audio, str) or not audio:
+            raise ValueError(
+                f"{where}: needs an audio_filepath (a path string), got {audio!r}"
             )
+        text = entry.get("text", "")
+        if not isinstance(text, str):
+            raise ValueError(f"{where}: 'text' must be a string, got {text!r}")
+        items.append(
+            Utterance(
+                _resolve(folder, audio),
+                text,
+                _seconds(entry, "duration", where, None),
+                source=where,
+                offset=_seconds(entry, "offset", where, None) or 0.0,
+            )
+        )
     return items
 
 
 def read_manifest(path: str) -> list[Utterance]:
     """The utterances of a DeepSpeech CSV or JSON-lines manifest.
 
+    JSON lines may give "offset" and "duration" (seconds): the utterance is
+    then that segment of the file.
+
     Raises:
       FileNotFoundError: no such manifest.
-      ValueError: an unknown extension, missing columns or fields, bad JSON
-        (the message names the file and line).
+      ValueError: an unknown extension, missing columns or fields, fields of
+        the wrong type, bad JSON, CSV or UTF-8 (the message names the file
+        and line).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"manifest {path!r} does not exist")

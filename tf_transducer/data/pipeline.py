@@ -50,6 +50,13 @@ class SpeechDataset:
     ):
         if not isinstance(sample_rate, int) or sample_rate <= 0:
             raise ValueError(f"sample_rate must be a positive int, got {sample_rate!r}")
+        feature_rate = getattr(features, "sample_rate", sample_rate)
+        if feature_rate != sample_rate:
+            raise ValueError(
+                f"features expect audio at {feature_rate} Hz but sample_rate is "
+                f"{sample_rate} Hz: give both the same rate (files at other rates "
+                "are resampled to sample_rate)"
+            )
         if isinstance(manifest, str):
             self.name = manifest
             utterances = read_manifest(manifest)
@@ -65,14 +72,15 @@ class SpeechDataset:
         self._late_skips = []
         self._lock = threading.Lock()
         self._paths, self._labels, self._transcripts = [], [], []
-        self._in_graph, self._durations = [], []
+        self._in_graph, self._durations, self._segments = [], [], []
         for utterance in utterances:
             try:
                 info, labels = self._check(utterance, text_encoder)
+                offset, duration = _segment(utterance, info)
             except BadAudioError as error:
                 self._bad(utterance, error.reason)
                 continue
-            if (max_duration is not None and info.duration > max_duration) or (
+            if (max_duration is not None and duration > max_duration) or (
                 max_label_length is not None and len(labels) > max_label_length
             ):
                 self.filtered += 1
@@ -81,7 +89,9 @@ class SpeechDataset:
             self._labels.append(labels)
             self._transcripts.append(utterance.transcript)
             self._in_graph.append(info.in_graph and info.sample_rate == sample_rate)
-            self._durations.append(info.duration)
+            self._durations.append(duration)
+            whole = offset == 0 and utterance.duration is None
+            self._segments.append((0.0, -1.0) if whole else (offset, duration))
         if self.skipped or self.filtered:
             logging.warning(
                 "%s: %d items kept, %d bad ones skipped, %d over the length limits",
@@ -140,8 +150,11 @@ class SpeechDataset:
 
     def _read_numpy(self, index):
         path = self._paths[int(index)]
+        offset, duration = self._segments[int(index)]
         try:
-            return read_audio(path, self.sample_rate)
+            return read_audio(
+                path, self.sample_rate, offset, None if duration < 0 else duration
+            )
         except BadAudioError as error:
             if not self.skip_bad:
                 raise
@@ -170,12 +183,15 @@ class SpeechDataset:
         )
         return False
 
-    def _load(self, index, paths, labels, in_graph):
+    def _load(self, index, paths, labels, in_graph, segments):
         """The element of index (-1: the end-of-epoch marker, empty)."""
         safe = tf.maximum(index, 0)
 
         def graph_decode():
-            return decode_wav(tf.io.read_file(paths[safe]))
+            audio = decode_wav(tf.io.read_file(paths[safe]))
+            start, count = tf.unstack(tf.cast(segments[safe], tf.int32))
+            end = tf.where(count < 0, tf.shape(audio)[0], start + count)
+            return audio[start:end]
 
         def numpy_decode():
             audio = tf.numpy_function(self._read_numpy, [safe], tf.float32)
@@ -255,6 +271,14 @@ class SpeechDataset:
         paths = tf.constant(self._paths)
         labels = tf.ragged.constant(self._labels, dtype=tf.int32, ragged_rank=1)
         in_graph = tf.constant(self._in_graph)
+        rate = self.sample_rate
+        segments = tf.constant(
+            [
+                [round(o * rate), -1 if d < 0 else round(d * rate)]
+                for o, d in self._segments
+            ],
+            tf.int64,
+        )
         indices = tf.data.Dataset.range(n)
         if shuffle and cache is None:
             indices = indices.shuffle(n, seed=seed, reshuffle_each_iteration=True)
@@ -264,7 +288,7 @@ class SpeechDataset:
                 tf.data.Dataset.from_tensors(tf.constant(-1, tf.int64))
             )
         ds = indices.map(
-            lambda i: self._load(i, paths, labels, in_graph),
+            lambda i: self._load(i, paths, labels, in_graph, segments),
             num_parallel_calls=num_parallel_calls,
             deterministic=True,
         )
@@ -309,3 +333,28 @@ class SpeechDataset:
             padding_values=padding,
             drop_remainder=drop_remainder,
         )
+
+
+# A manifest's duration may overshoot the file by this much (rounding).
+_DURATION_SLACK = 0.01
+
+
+def _segment(utterance, info):
+    """(offset, duration) in seconds of the part of the file to read."""
+    offset = utterance.offset
+    if offset >= info.duration:
+        raise BadAudioError(
+            utterance.path,
+            f"offset {offset} s is past the end of the audio ({info.duration:.3f} s)",
+        )
+    available = info.duration - offset
+    duration = available if utterance.duration is None else utterance.duration
+    if duration > available + _DURATION_SLACK:
+        raise BadAudioError(
+            utterance.path,
+            f"offset {offset} s + duration {duration} s runs past the end of the "
+            f"audio ({info.duration:.3f} s)",
+        )
+    if duration <= 0:
+        raise BadAudioError(utterance.path, f"duration {duration} s has no samples")
+    return offset, min(duration, available)
