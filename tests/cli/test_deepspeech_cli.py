@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tf_transducer.data import resample
+from tf_transducer.decoding import char_error_rate
 from tf_transducer.data.corpora import manifest
 
 DIGITS = dict(
@@ -50,10 +52,71 @@ def test_train_test_export_transcribe(tmp_path):
     audio, rate = sf.read(os.path.join(test_dir, sorted(os.listdir(test_dir))[0]))
     wav = tmp_path / "digits.wav"
     sf.write(wav, audio, rate, subtype="PCM_16")
-    for source in (dict(checkpoint_dir=run_dir), dict(export_dir=export_dir)):
-        result = run(one_shot_infer=wav, audio_sample_rate=8000, **source)
+    # Any rate, without repeating the model's: resampled to 8 kHz.
+    wav_44k = tmp_path / "digits_44k.wav"
+    sf.write(wav_44k, resample(audio, rate, 44100), 44100, subtype="PCM_16")
+    texts = []
+    for source, path in (
+        (dict(checkpoint_dir=run_dir), wav),
+        (dict(export_dir=export_dir), wav),
+        (dict(export_dir=export_dir), wav_44k),
+    ):
+        result = run(one_shot_infer=path, **source)
         assert result.returncode == 0, result.stderr[-3000:]
         assert set(result.stdout.strip()) <= set(" abcdefghijklmnopqrstuvwxyz'")
+        texts.append(result.stdout.strip())
+    # An untrained model: near decision boundaries a resampled copy may
+    # flip a character or two, no more.
+    assert char_error_rate([texts[1]], [texts[2]]) <= 0.2, texts
+    # Training again with the same flags: the run is complete, nothing to do.
+    result = run(
+        train_files=manifest("digits_train"),
+        dev_files=manifest("digits_dev"),
+        epochs=2,
+        train_steps_per_epoch=3,
+        checkpoint_dir=run_dir,
+        augment="LD",
+        **DIGITS,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "training finished earlier" in result.stdout
+
+
+def test_skip_bad_skips_and_counts_utterances_too_short_for_ctc(tmp_path):
+    wav_at(tmp_path / "short.wav", 8000, 0.3)
+    source = os.path.dirname(manifest("digits_dev"))
+    rows = [
+        f"{os.path.join(source, name)},0,{text}"
+        for name, text in (
+            line.split(",")[0::2]
+            for line in open(manifest("digits_dev")).read().splitlines()[1:9]
+        )
+    ]
+    (tmp_path / "m.csv").write_text(
+        "wav_filename,wav_filesize,transcript\n"
+        + "\n".join(rows)
+        + "\nshort.wav,0,a rather long sentence\n"
+    )
+    result = run(
+        train_files=tmp_path / "m.csv",
+        checkpoint_dir=tmp_path / "r",
+        epochs=1,
+        skip_bad=True,
+        **DIGITS,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "8 items kept, 1 bad ones skipped" in result.stderr
+
+
+def test_help_lists_our_flags_and_exits_0():
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_transducer.cli.deepspeech", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0
+    assert "model flags:" in result.stdout and "--n_hidden" in result.stdout
 
 
 def wav_at(path, rate, seconds=1.0):
@@ -68,7 +131,7 @@ def wav_at(path, rate, seconds=1.0):
         ("empty_manifest", "--train_files: manifest '.*empty.csv' is empty"),
         ("no_checkpoint", "holds no checkpoint"),
         ("alphabet", "character '.' at position .* is not in the alphabet"),
-        ("wrong_rate", "is sampled at 16000 Hz; the model expects 8000 Hz"),
+        ("contradicting_rate", "--audio_sample_rate=16000 contradicts .* says 8000"),
         ("too_long", "labels need .* CTC frames but the audio gives"),
     ],
 )
@@ -90,14 +153,19 @@ def test_bad_input_is_named_and_exits_1(tmp_path, case, message):
             checkpoint_dir=tmp_path / "r",
             audio_sample_rate=8000,
         )
-    elif case == "wrong_rate":
+    elif case == "contradicting_rate":
         flags = dict(
             train_files=manifest("digits_dev"),
             epochs=1,
             train_steps_per_epoch=1,
             checkpoint_dir=tmp_path / "r",
-            one_shot_infer=wav_at(tmp_path / "a.wav", 16000),
             **DIGITS,
+        )
+        assert run(**flags).returncode == 0
+        flags = dict(
+            checkpoint_dir=tmp_path / "r",
+            one_shot_infer=wav_at(tmp_path / "a.wav", 16000),
+            audio_sample_rate=16000,
         )
     else:
         wav_at(tmp_path / "short.wav", 16000, 0.3)  # 14 MFCC frames

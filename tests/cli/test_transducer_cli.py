@@ -1,13 +1,31 @@
-"""The transducer command line end to end on the bundled digits, and its errors."""
+"""The transducer command line end to end on the bundled digits, and its errors.
+
+What a user does: train at 8 kHz, then evaluate / export / transcribe
+without repeating the rate; train with the pruned loss; run `train` again
+(resume, nothing to do, refuse, --overwrite); transcribe recordings at other
+rates (resampled).
+"""
 
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import soundfile as sf
 
+from tf_transducer.data import load_audio, resample
 from tf_transducer.data.corpora import manifest
+from tf_transducer.export import TransducerStream
+
+DIGITS = "zero one two three four five six seven eight nine".split()
+SMALL = dict(
+    audio_sample_rate=8000,
+    n_mels=20,
+    encoder_units=16,
+    text_encoder="words",
+    train_files=manifest("digits_dev"),
+)
 
 
 def run(command, **flags):
@@ -17,66 +35,153 @@ def run(command, **flags):
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
 
 
-def test_train_evaluate_export_transcribe(tmp_path):
+def ok(result):
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result
+
+
+def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
     run_dir, export_dir = tmp_path / "run", tmp_path / "export"
-    common = dict(audio_sample_rate=8000, n_mels=20, checkpoint_dir=run_dir)
-    result = run(
-        "train",
-        train_files=manifest("digits_dev"),
-        dev_files=manifest("digits_dev"),
-        epochs=2,
-        encoder_units=16,
-        text_encoder="words",
-        **common,
+    result = ok(
+        run(
+            "train",
+            dev_files=manifest("digits_dev"),
+            epochs=2,
+            checkpoint_dir=run_dir,
+            **SMALL,
+        )
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     assert (run_dir / "best.keras").is_file() and (run_dir / "history.csv").is_file()
     assert "val_wer" in result.stdout
-    result = run("evaluate", test_files=manifest("digits_test"), **common)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert "training stopped: all 2 epochs" in result.stdout
+    # evaluate / export / transcribe read 8 kHz and 20 bands from the run.
+    result = ok(run("evaluate", test_files=manifest("digits_test"), checkpoint_dir=run_dir))
     assert "54 utterances: WER" in result.stdout
-    digits = "zero one two three four five six seven eight nine".split()
-    lm = tmp_path / "digits.arpa"
-    unigrams = [f"-1.0\t{w}\t0.0" for w in ["<s>", "</s>", "<unk>", *digits]]
-    bigrams = [f"-0.5\t{w} {w}" for w in digits]  # KenLM wants n >= 2
-    lm.write_text(
+    digits_lm = tmp_path / "digits.arpa"
+    unigrams = [f"-1.0\t{w}\t0.0" for w in ["<s>", "</s>", "<unk>", *DIGITS]]
+    bigrams = [f"-0.5\t{w} {w}" for w in DIGITS]  # KenLM wants n >= 2
+    digits_lm.write_text(
         f"\\data\\\nngram 1={len(unigrams)}\nngram 2={len(bigrams)}\n\n"
-        + "\\1-grams:\n"
-        + "\n".join(unigrams)
-        + "\n\n\\2-grams:\n"
-        + "\n".join(bigrams)
-        + "\n\n\\end\\\n"
+        + "\\1-grams:\n" + "\n".join(unigrams)
+        + "\n\n\\2-grams:\n" + "\n".join(bigrams) + "\n\n\\end\\\n"
+    )  # fmt: skip
+    result = ok(
+        run(
+            "evaluate",
+            test_files=manifest("digits_test"),
+            beam_width=2,
+            lm_binary_path=digits_lm,
+            checkpoint_dir=run_dir,
+        )
     )
-    result = run(
-        "evaluate",
-        test_files=manifest("digits_test"),
-        beam_width=2,
-        lm_binary_path=lm,
-        **common,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
     assert "54 utterances: WER" in result.stdout
     result = run(
         "evaluate",
         test_files=manifest("digits_test"),
         lm_binary_path="no.arpa",
-        **common,
+        checkpoint_dir=run_dir,
     )
     assert result.returncode == 1 and "--lm_binary_path: 'no.arpa'" in result.stderr
-    result = run("export", export_dir=export_dir, **common)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run(
+        "evaluate",
+        test_files=manifest("digits_test"),
+        checkpoint_dir=run_dir,
+        audio_sample_rate=16000,
+    )
+    assert result.returncode == 1
+    assert "--audio_sample_rate=16000 contradicts" in result.stderr
+    assert "which says 8000" in result.stderr
+    result = ok(run("export", export_dir=export_dir, checkpoint_dir=run_dir))
     assert (export_dir / "encoder.quant.tflite").is_file()
+    assert '"sample_rate": 8000' in (export_dir / "export.json").read_text()
+    assert len(result.stdout.splitlines()) <= 12, result.stdout
+    assert len(result.stderr.splitlines()) <= 8, result.stderr[-3000:]  # TF: CUDA
+
+    # Real-rate input: the same recording at other rates is resampled.
     test_dir = os.path.join(os.path.dirname(manifest("digits_test")), "test")
     audio, rate = sf.read(os.path.join(test_dir, sorted(os.listdir(test_dir))[0]))
-    sf.write(tmp_path / "a.wav", audio, rate, subtype="PCM_16")
-    result = run("transcribe", export_dir=export_dir, wav=tmp_path / "a.wav")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert set(result.stdout.split()) <= set(digits)
-    sf.write(tmp_path / "b.wav", np.zeros(16000), 16000, subtype="PCM_16")
-    result = run("transcribe", export_dir=export_dir, wav=tmp_path / "b.wav")
-    assert result.returncode == 1
-    assert "sampled at 16000 Hz; the model expects 8000 Hz" in result.stderr
+    texts = {}
+    for target in (8000, 16000, 44100, 48000):
+        wav = tmp_path / f"a{target}.wav"
+        sf.write(wav, resample(audio, rate, target), target, subtype="PCM_16")
+        if target in (16000, 44100):  # the command line
+            texts[target] = ok(run("transcribe", export_dir=export_dir, wav=wav))
+            texts[target] = texts[target].stdout.strip()
+        else:  # the same through the library, which the command line uses
+            stream = TransducerStream(str(export_dir))
+            texts[target] = stream.transcribe(load_audio(str(wav), 8000))
+        assert set(texts[target].split()) <= set(DIGITS)
+    assert len(set(texts.values())) == 1, texts
+    sf.write(tmp_path / "empty.wav", np.zeros(0), 8000, subtype="PCM_16")
+    result = run("transcribe", export_dir=export_dir, wav=tmp_path / "empty.wav")
+    assert result.returncode == 1 and "empty.wav: no audio samples" in result.stderr
     result = run(
         "evaluate", test_files=manifest("digits_test"), checkpoint_dir=tmp_path
     )
     assert result.returncode == 1 and "holds no checkpoint" in result.stderr
+
+
+def test_pruned_loss_trains_from_the_command_line(tmp_path):
+    result = ok(
+        run("train", loss="pruned", epochs=1, checkpoint_dir=tmp_path / "r", **SMALL)
+    )
+    assert "Gradients do not exist" not in result.stderr
+    assert "nan" not in result.stdout.split("training stopped")[0].lower()
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
+    import keras
+
+    from tf_transducer.cli import transducer as recipe
+
+    run_dir = tmp_path / "run"
+
+    class StopAfterFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise Interrupt  # as if the machine went down after epoch 1
+
+    kwargs = dict(
+        train_files=SMALL["train_files"],
+        dev_files="",
+        checkpoint_dir=str(run_dir),
+        text_encoder="words",
+        sample_rate=8000,
+        n_mels=20,
+        encoder_units=16,
+        epochs=3,
+        verbose=0,
+    )
+    with pytest.raises(Interrupt):
+        recipe.train(**kwargs, extra_callbacks=[StopAfterFirstEpoch()])
+    assert (run_dir / "backup").is_dir()
+    flags = dict(SMALL, epochs=3, checkpoint_dir=run_dir)
+    result = ok(run("train", **flags))
+    assert "resuming at epoch 2 of 3" in result.stdout
+    assert "training stopped: all 3 epochs" in result.stdout
+    epochs = [line.split(",")[0] for line in (run_dir / "history.csv").open()][1:]
+    assert epochs == ["0", "1", "2"]
+    model_time = os.path.getmtime(run_dir / "best.keras")
+    result = ok(run("train", **flags))
+    assert "training finished earlier (all 3 epochs" in result.stdout
+    assert os.path.getmtime(run_dir / "best.keras") == model_time
+    result = run("train", **dict(flags, epochs=4, encoder_units=8))
+    assert result.returncode == 1
+    assert "holds a run with another configuration" in result.stderr
+    assert "model.encoder_units: 16 -> 8" in result.stderr
+    assert "training.epochs: 3 -> 4" in result.stderr
+    assert os.path.getmtime(run_dir / "best.keras") == model_time
+    result = ok(run("train", **dict(flags, epochs=1, overwrite=True)))
+    assert "training from epoch 1 of 1" in result.stdout
+    epochs = [line.split(",")[0] for line in (run_dir / "history.csv").open()][1:]
+    assert epochs == ["0"]
+
+
+def test_help_lists_our_flags_grouped_and_exits_0():
+    result = ok(run("--help"))
+    assert "data flags:" in result.stdout and "training flags:" in result.stdout
+    assert "--train_files" in result.stdout and "--loss" in result.stdout
+    assert "--xla_" not in result.stdout  # TensorFlow's own: --helpfull

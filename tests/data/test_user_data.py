@@ -174,3 +174,15 @@ def test_load_audio_applies_the_pipeline_rule(tmp_path):
         load_audio(str(tmp_path / "empty.wav"), RATE)
     sf.write(tmp_path / "a.wav", ramp(0.5), 16000, subtype="PCM_16")
     assert load_audio(str(tmp_path / "a.wav"), RATE).shape == (2000,)
+
+
+@pytest.mark.parametrize("sample_rate", [8000, 16000])
+@pytest.mark.parametrize("buckets", [None, "auto", [1.0, 2.0]])
+def test_epoch_length_is_known_ahead(sample_rate, buckets):
+    from tf_transducer.data.corpora import manifest
+
+    data = SpeechDataset(manifest("digits_dev"), ALPHABET, sample_rate=sample_rate)
+    ds = data.dataset(4, seed=1, bucket_boundaries=buckets)
+    expected = data.num_batches(4, buckets)
+    assert int(ds.cardinality()) == expected
+    assert sum(1 for _ in ds) == expected  # assert_cardinality checks it too

@@ -1,11 +1,29 @@
-"""Command lines (absl apps): `python -m tf_transducer.cli.deepspeech --helpfull`,
-`python -m tf_transducer.cli.transducer train --helpfull`."""
+"""Command lines (absl apps): `python -m tf_transducer.cli.deepspeech --help`,
+`python -m tf_transducer.cli.transducer --help`.
 
-from absl import flags
+`--help` lists each command line's own flags, grouped; `--helpfull` adds
+absl's and TensorFlow's.
+"""
+
+import sys
+import textwrap
+
+from absl import app, flags, logging
+
+# module name -> [(group, flag name)], in definition order.
+_OWN_FLAGS = {}
+_GROUP = {}  # module name -> the group of the flags it defines next
+HELP_ARGS = ("-h", "-help", "--help", "--helpshort", "-?")
+
+
+def flag_group(name):
+    """The --help group of the flags the calling module defines next."""
+    _GROUP[sys._getframe(1).f_globals["__name__"]] = name
 
 
 def define(kind, name, *args, **kwargs):
-    """Defines an absl flag unless a sibling command line already did.
+    """Defines an absl flag unless a sibling command line already did, and
+    lists it in the calling command line's --help (under its `flag_group`).
 
     The DeepSpeech and transducer command lines share flag names
     (--train_files, --checkpoint_dir, ...); both modules can then be imported
@@ -13,3 +31,38 @@ def define(kind, name, *args, **kwargs):
     """
     if name not in flags.FLAGS:
         getattr(flags, f"DEFINE_{kind}")(name, *args, **kwargs)
+    module = sys._getframe(1).f_globals["__name__"]
+    _OWN_FLAGS.setdefault(module, []).append((_GROUP.get(module, "other"), name))
+
+
+def help_text(module, doc):
+    """The --help of a command line: its docstring, then its flags by group."""
+    lines = [textwrap.dedent(doc or "").strip(), ""]
+    groups = {}
+    for group, name in _OWN_FLAGS.get(module, []):
+        groups.setdefault(group, []).append(name)
+    for group, names in groups.items():
+        lines.append(f"{group} flags:")
+        for name in names:
+            flag = flags.FLAGS[name]
+            default = "" if flag.default in ("", None) else f" (default: {flag.default})"
+            lines.append(f"  --{name}: {flag.help}{default}")
+        lines.append("")
+    lines.append("--helpfull also lists absl's and TensorFlow's flags.")
+    return "\n".join(lines)
+
+
+def run(main):
+    """app.run(main), with a --help that lists the caller's own flags, and
+    TensorFlow's informational log lines off unless --verbosity is given."""
+    caller = sys._getframe(1).f_globals
+    if any(arg in HELP_ARGS for arg in sys.argv[1:]):
+        print(help_text(caller["__name__"], caller.get("__doc__")))
+        sys.exit(0)
+
+    def quiet_main(argv):
+        if not flags.FLAGS["verbosity"].present:
+            logging.set_verbosity(logging.WARNING)
+        return main(argv)
+
+    app.run(quiet_main)

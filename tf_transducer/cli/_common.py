@@ -29,22 +29,23 @@ def word_scorer(path, text_encoder, flag="lm_binary_path"):
     return WordScorer(load_language_model(path), text_encoder)
 
 
-def read_wav(path, sample_rate, flag):
-    """float32 mono samples of an audio file that must be at sample_rate."""
-    import soundfile as sf
+def read_audio_flag(path, sample_rate, flag):
+    """float32 mono samples of the audio file a flag names, at sample_rate.
 
+    The pipeline's rule (`tf_transducer.data.load_audio`): any format
+    libsndfile reads, any rate (resampled), and an empty, truncated or
+    unreadable file is an error naming the flag and the file.
+    """
+    from tf_transducer.data import BadAudioError, load_audio
+
+    if not path:
+        raise CliError(f"--{flag} is needed")
     if not os.path.isfile(path):
         raise CliError(f"--{flag}: {path!r} does not exist")
     try:
-        audio, rate = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as error:
-        raise CliError(f"--{flag}: {path!r} is not readable audio ({error})") from None
-    if rate != sample_rate:
-        raise CliError(
-            f"--{flag}: {path!r} is sampled at {rate} Hz; the model expects "
-            f"{sample_rate} Hz (--audio_sample_rate)"
-        )
-    return audio.mean(axis=1)
+        return load_audio(path, sample_rate)
+    except BadAudioError as error:
+        raise CliError(f"--{flag}: {error}") from None
 
 
 def keras_pairs(dataset):

@@ -35,18 +35,19 @@ import sys
 
 from absl import app, flags, logging
 
-from tf_transducer.cli import define
+from tf_transducer.cli import define, flag_group
+from tf_transducer.cli import run as run_app
 from tf_transducer.cli._common import (
     CliError,
     keras_pairs,
     manifest_paths,
-    read_wav,
+    read_audio_flag,
     word_scorer,
 )
 
 FLAGS = flags.FLAGS
 
-# Data.
+flag_group("data")
 define(
     "string", "train_files", "", "Comma-separated training manifests (.csv / .jsonl)."
 )
@@ -65,7 +66,7 @@ define("integer", "audio_sample_rate", 16000, "Sample rate of the model's audio.
 define("float", "feature_win_len", 32.0, "MFCC window, ms.")
 define("float", "feature_win_step", 20.0, "MFCC step, ms.")
 define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
-# Model.
+flag_group("model")
 define("integer", "n_hidden", 2048, "Width of the hidden layers and the LSTM.")
 define("integer", "n_context", 9, "Context frames on each side.")
 define("float", "relu_clip", 20.0, "Ceiling of the clipped ReLUs.")
@@ -75,7 +76,7 @@ for _i in range(2, 7):
 define(
     "enum", "augment", "none", ["none", "LB", "LD", "SM", "SS"], "SpecAugment policy."
 )
-# Training.
+flag_group("training")
 define("integer", "epochs", 75, "Training epochs.", lower_bound=1)
 define("integer", "train_steps_per_epoch", 0, "Batches per epoch (0: the whole set).")
 define("float", "learning_rate", 0.001, "Adam's learning rate.")
@@ -88,9 +89,16 @@ define("integer", "es_epochs", 25, "Early-stopping patience, epochs.")
 define("float", "es_min_delta", 0.05, "Smallest validation-loss improvement.")
 define("string", "checkpoint_dir", "", "Weights, config, backups and history.")
 define(
+    "bool",
+    "overwrite",
+    False,
+    "Replace a run in --checkpoint_dir made with other flags (the same flags "
+    "resume it).",
+)
+define(
     "string", "summary_dir", "", "TensorBoard logs (default: checkpoint_dir/summaries)."
 )
-# Export and inference.
+flag_group("export and inference")
 define("string", "export_dir", "", "Where to write the streaming TFLite programs.")
 define("bool", "export_tflite", True, "Export TFLite programs (the only format).")
 define("integer", "n_steps", 16, "Frames per streaming step of the export.")
@@ -108,6 +116,7 @@ define("integer", "report_count", 5, "Example transcripts in the test report.")
 
 WEIGHTS = "best.weights.h5"
 CONFIG = "model.json"
+HISTORY = "history.csv"
 
 
 def _manifests(flag):
@@ -133,7 +142,9 @@ def _mfcc():
 
 
 def _speech_data(flag, alphabet, mfcc):
-    """One SpeechDataset over the manifests of a flag, checked for CTC."""
+    """One SpeechDataset over the manifests of a flag, checked for CTC: an
+    utterance too short for its transcript is a bad item (an error naming
+    it, or skipped and counted with --skip_bad)."""
     from tf_transducer.data import SpeechDataset, read_manifest
 
     utterances = []
@@ -144,26 +155,31 @@ def _speech_data(flag, alphabet, mfcc):
         utterances += items
     if not utterances:
         return None
-    try:
-        data = SpeechDataset(
-            utterances, alphabet, FLAGS.audio_sample_rate, mfcc, skip_bad=FLAGS.skip_bad
-        )
-    except ValueError as error:
-        raise CliError(f"--{flag}: {error}") from None
-    for path, labels, seconds in zip(
-        data.paths, data.labels, data.durations, strict=True
-    ):
-        samples = int(round(seconds * FLAGS.audio_sample_rate))
+
+    def fits_ctc(labels, seconds):
+        samples = int(round(seconds * mfcc.sample_rate))
         frames = max(0, (samples - mfcc.frame_length) // mfcc.frame_step + 1)
         needed = len(labels) + sum(
             a == b for a, b in zip(labels, labels[1:], strict=False)
         )
         if needed > frames:
-            raise CliError(
-                f"--{flag}: {path}: {len(labels)} labels need {needed} CTC frames "
-                f"but the audio gives {frames}"
+            return (
+                f"{len(labels)} labels need {needed} CTC frames but the audio "
+                f"gives {frames}"
             )
-    return data
+        return None
+
+    try:
+        return SpeechDataset(
+            utterances,
+            alphabet,
+            mfcc.sample_rate,
+            mfcc,
+            skip_bad=FLAGS.skip_bad,
+            item_check=fits_ctc,
+        )
+    except ValueError as error:
+        raise CliError(f"--{flag}: {error}") from None
 
 
 def _model_config(alphabet):
@@ -190,22 +206,61 @@ def _require_checkpoint_dir(why):
         raise CliError(f"--checkpoint_dir is needed to {why}")
 
 
+def _run_config(config, alphabet):
+    """What a DeepSpeech run is: the model, the alphabet, the data, training."""
+    return dict(
+        model=config,
+        alphabet=alphabet.get_config(),
+        data=dict(
+            train_files=[os.path.abspath(p) for p in _manifests("train_files")],
+            dev_files=[os.path.abspath(p) for p in _manifests("dev_files")],
+        ),
+        training=dict(
+            epochs=FLAGS.epochs,
+            train_batch_size=FLAGS.train_batch_size,
+            train_steps_per_epoch=FLAGS.train_steps_per_epoch,
+            learning_rate=FLAGS.learning_rate,
+            beta1=FLAGS.beta1,
+            beta2=FLAGS.beta2,
+            epsilon=FLAGS.epsilon,
+            random_seed=FLAGS.random_seed,
+            early_stop=FLAGS.early_stop,
+            es_epochs=FLAGS.es_epochs,
+            es_min_delta=FLAGS.es_min_delta,
+        ),
+    )
+
+
 def train(extra_callbacks=()):
-    """Trains as the flags say; returns the Keras History of this run."""
+    """Trains as the flags say; returns the Keras History of this run (None
+    when --checkpoint_dir holds this run finished already).
+
+    A run interrupted before its last epoch resumes when started again with
+    the same flags; other flags are refused unless --overwrite.
+    """
     import keras
     import tensorflow as tf
 
     from tf_transducer.losses import CtcLoss
     from tf_transducer.models import DeepSpeech
+    from tf_transducer.training import RunDirectory, RunStateCallback
+    from tf_transducer.training.run_dir import BACKUP_DIR
 
     _require_checkpoint_dir("train")
     keras.utils.set_random_seed(FLAGS.random_seed)
     alphabet, mfcc = _alphabet(), _mfcc()
+    config = _model_config(alphabet)
+    run_dir = RunDirectory(
+        FLAGS.checkpoint_dir,
+        _run_config(config, alphabet),
+        owned=(WEIGHTS, CONFIG, HISTORY, "summaries"),
+        overwrite=FLAGS.overwrite,
+    )
+    if run_dir.announce(FLAGS.epochs) == "done":
+        return None
     train_data = _speech_data("train_files", alphabet, mfcc)
     dev_data = _speech_data("dev_files", alphabet, mfcc)
-    os.makedirs(FLAGS.checkpoint_dir, exist_ok=True)
-    config = _model_config(alphabet)
-    with open(os.path.join(FLAGS.checkpoint_dir, CONFIG), "w") as f:
+    with open(run_dir.file(CONFIG), "w") as f:
         json.dump({"model": config, "alphabet": alphabet.get_config()}, f, indent=2)
     strategy = tf.distribute.MirroredStrategy()
     with strategy.scope():
@@ -227,27 +282,29 @@ def train(extra_callbacks=()):
     if dev_data is not None:
         dev_ds = keras_pairs(dev_data.dataset(FLAGS.dev_batch_size, shuffle=False))
     monitor = "val_loss" if dev_ds is not None else "loss"
-    summaries = FLAGS.summary_dir or os.path.join(FLAGS.checkpoint_dir, "summaries")
+    summaries = FLAGS.summary_dir or run_dir.file("summaries")
+    run_dir.trim_history(HISTORY, run_dir.resume_epoch())
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(FLAGS.checkpoint_dir, "backup")),
+        keras.callbacks.BackupAndRestore(run_dir.file(BACKUP_DIR)),
         keras.callbacks.ModelCheckpoint(
-            os.path.join(FLAGS.checkpoint_dir, WEIGHTS),
+            run_dir.file(WEIGHTS),
             monitor=monitor,
             save_best_only=True,
             save_weights_only=True,
+            # A resumed run keeps the best weights of its earlier epochs.
+            initial_value_threshold=run_dir.state.get("best"),
         ),
-        keras.callbacks.CSVLogger(
-            os.path.join(FLAGS.checkpoint_dir, "history.csv"), append=True
-        ),
+        keras.callbacks.CSVLogger(run_dir.file(HISTORY), append=True),
         keras.callbacks.TensorBoard(summaries),
         *extra_callbacks,
     ]
+    early_stopping = None
     if FLAGS.early_stop:
-        callbacks.append(
-            keras.callbacks.EarlyStopping(
-                monitor, min_delta=FLAGS.es_min_delta, patience=FLAGS.es_epochs
-            )
+        early_stopping = keras.callbacks.EarlyStopping(
+            monitor, min_delta=FLAGS.es_min_delta, patience=FLAGS.es_epochs
         )
+        callbacks.append(early_stopping)
+    callbacks.append(RunStateCallback(run_dir, monitor, early_stopping))
     steps = FLAGS.train_steps_per_epoch or None
     if steps:
         train_ds = train_ds.repeat()
@@ -258,6 +315,7 @@ def train(extra_callbacks=()):
         steps_per_epoch=steps,
         callbacks=callbacks,
         verbose=1 if sys.stdout.isatty() else 2,
+        shuffle=False,  # the dataset shuffles itself, every epoch
     )
 
 
@@ -276,6 +334,17 @@ def load_checkpoint():
         )
     with open(config_path) as f:
         saved = json.load(f)
+    for flag, key in (
+        ("audio_sample_rate", "sample_rate"),
+        ("feature_win_len", "feature_win_len"),
+        ("feature_win_step", "feature_win_step"),
+    ):
+        if FLAGS[flag].present and FLAGS[flag].value != saved["model"][key]:
+            raise CliError(
+                f"--{flag}={FLAGS[flag].value} contradicts {config_path}, which "
+                f"says {saved['model'][key]}: leave the flag out (the model's "
+                "features are used)"
+            )
     model = DeepSpeech(**saved["model"])
     model.build()
     model.load_weights(weights)
@@ -337,7 +406,9 @@ def transcribe():
 
     if FLAGS.checkpoint_dir:
         model, alphabet = load_checkpoint()
-        audio = read_wav(FLAGS.one_shot_infer, model.sample_rate, "one_shot_infer")
+        audio = read_audio_flag(
+            FLAGS.one_shot_infer, model.sample_rate, "one_shot_infer"
+        )
         mfcc, frames = model.mfcc(audio[np.newaxis])
         logits = model((mfcc, frames), training=False).numpy()
         (labels,) = _decode(logits, frames.numpy(), _scorer(alphabet))
@@ -346,7 +417,17 @@ def transcribe():
         from tf_transducer.export import DeepSpeechStream
 
         stream = DeepSpeechStream(FLAGS.export_dir, quantized=FLAGS.export_quantized)
-        audio = read_wav(FLAGS.one_shot_infer, stream.sample_rate, "one_shot_infer")
+        if FLAGS["audio_sample_rate"].present and (
+            FLAGS.audio_sample_rate != stream.sample_rate
+        ):
+            raise CliError(
+                f"--audio_sample_rate={FLAGS.audio_sample_rate} contradicts "
+                f"{FLAGS.export_dir}/export.json, which says {stream.sample_rate}: "
+                "leave the flag out"
+            )
+        audio = read_audio_flag(
+            FLAGS.one_shot_infer, stream.sample_rate, "one_shot_infer"
+        )
         text, _ = stream.transcribe(
             audio, beam_width=FLAGS.beam_width, scorer=_scorer(stream.alphabet),
             alpha=FLAGS.lm_alpha, beta=FLAGS.lm_beta,
@@ -386,7 +467,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    run_app(main)
 
 
 if __name__ == "__main__":

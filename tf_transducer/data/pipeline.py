@@ -1,5 +1,7 @@
 """SpeechDataset: manifest -> shuffled, decoded, featurised, bucketed batches."""
 
+import bisect
+import math
 import threading
 
 import numpy as np
@@ -36,6 +38,9 @@ class SpeechDataset:
       max_duration: seconds, or None.
       max_label_length: labels, or None.
       skip_bad: drop bad items (counted) instead of raising.
+      item_check: optional callable (labels, seconds) -> None for a usable
+        item, or the reason it is not (a string): such items are bad items
+        like the others (e.g. too short for their transcript under CTC).
     """
 
     def __init__(
@@ -47,6 +52,7 @@ class SpeechDataset:
         max_duration=None,
         max_label_length=None,
         skip_bad=False,
+        item_check=None,
     ):
         if not isinstance(sample_rate, int) or sample_rate <= 0:
             raise ValueError(f"sample_rate must be a positive int, got {sample_rate!r}")
@@ -73,10 +79,14 @@ class SpeechDataset:
         self._lock = threading.Lock()
         self._paths, self._labels, self._transcripts = [], [], []
         self._in_graph, self._durations, self._segments = [], [], []
+        self._samples = []  # what decoding each item gives, at sample_rate
         for utterance in utterances:
             try:
                 info, labels = self._check(utterance, text_encoder)
                 offset, duration = _segment(utterance, info)
+                reason = item_check and item_check(labels, duration)
+                if reason:
+                    raise BadAudioError(utterance.path, reason)
             except BadAudioError as error:
                 self._bad(utterance, error.reason)
                 continue
@@ -92,6 +102,9 @@ class SpeechDataset:
             self._durations.append(duration)
             whole = offset == 0 and utterance.duration is None
             self._segments.append((0.0, -1.0) if whole else (offset, duration))
+            self._samples.append(
+                _decoded_samples(info, self._segments[-1], sample_rate)
+            )
         if self.skipped or self.filtered:
             logging.warning(
                 "%s: %d items kept, %d bad ones skipped, %d over the length limits",
@@ -297,20 +310,21 @@ class SpeechDataset:
             ds = ds.cache(cache)
             if shuffle:
                 ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-        ds = self._batch(ds, batch_size, bucket_boundaries, drop_remainder)
+        bounds = self._bucket_bounds(bucket_boundaries)
+        ds = self._batch(ds, batch_size, bounds, drop_remainder)
+        if not self.skip_bad:
+            # Known ahead (decode failures raise), so Keras knows an epoch's
+            # length instead of running into its end.
+            batches = self.num_batches(batch_size, bucket_boundaries, drop_remainder)
+            ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
         options = tf.data.Options()
         options.deterministic = True
         return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
-    def _batch(self, ds, batch_size, bucket_boundaries, drop_remainder):
-        padding = {
-            key: tf.constant(0, spec.dtype) for key, spec in ds.element_spec.items()
-        }
-        padding["labels"] = tf.constant(PAD_ID, tf.int32)
+    def _bucket_bounds(self, bucket_boundaries):
+        """Bucket boundaries in samples (None: no buckets)."""
         if bucket_boundaries is None:
-            return ds.padded_batch(
-                batch_size, padding_values=padding, drop_remainder=drop_remainder
-            )
+            return None
         if isinstance(bucket_boundaries, str):
             if bucket_boundaries != "auto":
                 raise ValueError(
@@ -325,7 +339,29 @@ class SpeechDataset:
             raise ValueError(
                 f"bucket_boundaries must be increasing positive seconds, got {seconds}"
             )
-        bounds = [max(1, int(round(s * self.sample_rate))) for s in seconds]
+        return [max(1, int(round(s * self.sample_rate))) for s in seconds]
+
+    def num_batches(self, batch_size, bucket_boundaries=None, drop_remainder=False):
+        """Batches in one epoch of `dataset(batch_size, ...)` (when no item
+        fails to decode)."""
+        bounds = self._bucket_bounds(bucket_boundaries)
+        counts = np.bincount(
+            [bisect.bisect_right(bounds or [], n) for n in self._samples if n > 0],
+            minlength=1,
+        )
+        if drop_remainder:
+            return int(sum(c // batch_size for c in counts))
+        return int(sum(-(-c // batch_size) for c in counts))
+
+    def _batch(self, ds, batch_size, bounds, drop_remainder):
+        padding = {
+            key: tf.constant(0, spec.dtype) for key, spec in ds.element_spec.items()
+        }
+        padding["labels"] = tf.constant(PAD_ID, tf.int32)
+        if bounds is None:
+            return ds.padded_batch(
+                batch_size, padding_values=padding, drop_remainder=drop_remainder
+            )
         return ds.bucket_by_sequence_length(
             lambda e: e["audio_length"],
             bucket_boundaries=bounds,
@@ -333,6 +369,24 @@ class SpeechDataset:
             padding_values=padding,
             drop_remainder=drop_remainder,
         )
+
+
+def _decoded_samples(info, segment, sample_rate):
+    """The samples decoding an item gives at sample_rate (see `_load`)."""
+    offset, duration = segment
+    if info.in_graph and info.sample_rate == sample_rate:
+        start = min(round(offset * sample_rate), info.frames)
+        end = info.frames if duration < 0 else start + round(duration * sample_rate)
+        return max(0, min(end, info.frames) - start)
+    rate = info.sample_rate
+    start = min(int(round(offset * rate)), info.frames)
+    count = info.frames - start
+    if duration >= 0:
+        count = min(int(round(duration * rate)), count)
+    if rate == sample_rate:
+        return count
+    g = math.gcd(rate, sample_rate)
+    return -(-count * (sample_rate // g) // (rate // g))
 
 
 # A manifest's duration may overshoot the file by this much (rounding).

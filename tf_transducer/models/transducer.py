@@ -117,6 +117,13 @@ class Transducer(keras.Model):
         self.simple_lm.build((None, self.predictor.units))
         self.built = True
 
+    def compile(self, *args, **kwargs):
+        """keras.Model.compile; the simple projections train only with
+        PrunedRnntLoss (the full loss does not use them)."""
+        super().compile(*args, **kwargs)
+        pruned = isinstance(self.loss, PrunedRnntLoss)
+        self.simple_am.trainable = self.simple_lm.trainable = pruned
+
     def _split(self, inputs):
         return split_inputs(inputs, "audio" if self.feature_layer else "features")
 

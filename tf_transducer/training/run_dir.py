@@ -1,0 +1,237 @@
+"""A training run's folder: its configuration, progress, and what a re-run does.
+
+`run.json` holds the configuration a run was started with and how far it
+got. Starting training again in the same folder:
+
+- with the same configuration, an interrupted run resumes (the Keras
+  backup holds its last finished epoch) and a finished one is left as it
+  is;
+- with another configuration it is refused, naming what differs, unless
+  `overwrite` is set, which removes what an earlier run wrote first;
+- a folder that holds a model but no `run.json` is refused the same way.
+
+Writes are atomic (a temporary file renamed into place).
+"""
+
+import json
+import os
+import shutil
+
+import keras
+from absl import logging
+
+RUN_FILE = "run.json"
+BACKUP_DIR = "backup"
+
+
+def _flatten(config, prefix=""):
+    out = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _normalise(config):
+    """As it reads back from JSON (tuples become lists, ...)."""
+    return json.loads(json.dumps(config))
+
+
+def config_differences(saved, wanted):
+    """["key: saved value -> wanted value", ...] between two configurations."""
+    a, b = _flatten(saved), _flatten(_normalise(wanted))
+    return [
+        f"{key}: {a.get(key, '(unset)')!r} -> {b.get(key, '(unset)')!r}"
+        for key in sorted(set(a) | set(b))
+        if a.get(key) != b.get(key)
+    ]
+
+
+class RunDirectory:
+    """The folder of one training run.
+
+    Args:
+      path: the folder (created when missing).
+      config: the run's configuration, a JSON-able dict; compared with the
+        saved one when the folder already holds a run.
+      owned: the names this kind of run writes into the folder (removed by
+        `overwrite`), besides run.json and the backup folder.
+      overwrite: replace an earlier run whatever its configuration.
+
+    Raises:
+      ValueError: the folder holds a run of another configuration (each
+        difference named, saved value -> this one), or a model without
+        run.json, and overwrite is False.
+    """
+
+    def __init__(self, path, config, owned=(), overwrite=False):
+        self.path = path
+        self.config = _normalise(config)
+        self.owned = tuple(owned)
+        os.makedirs(path, exist_ok=True)
+        saved = self._read()
+        if overwrite:
+            self._remove_earlier_run()
+            saved = None
+        elif saved is None:
+            earlier = [name for name in self.owned if self._exists(name)]
+            if earlier:
+                raise ValueError(
+                    f"{path} already holds {', '.join(earlier)} from a run without "
+                    f"{RUN_FILE}; use --overwrite to replace it, or another folder"
+                )
+        elif saved["config"] != self.config:
+            differences = config_differences(saved["config"], self.config)
+            raise ValueError(
+                f"{path} holds a run with another configuration ("
+                + "; ".join(differences[:8])
+                + (f"; {len(differences) - 8} more" if len(differences) > 8 else "")
+                + "); use --overwrite to replace it, or another folder"
+            )
+        self.state = dict(saved["state"]) if saved else {"epochs_done": 0}
+        if saved is None:
+            self.save_state()
+
+    # -- the saved file -------------------------------------------------------
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def _exists(self, name):
+        return os.path.exists(self.file(name))
+
+    def _read(self):
+        path = self.file(RUN_FILE)
+        if not os.path.isfile(path):
+            return None
+        try:
+            with open(path) as f:
+                saved = json.load(f)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path}: unreadable run file ({error})") from None
+        if not isinstance(saved, dict) or not {"config", "state"} <= set(saved):
+            raise ValueError(f"{path}: not a run file (needs config and state)")
+        return saved
+
+    def save_state(self, **updates):
+        """Records progress (epochs_done, best, finished, stopped, ...)."""
+        self.state.update(updates)
+        path = self.file(RUN_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump({"config": self.config, "state": self.state}, f, indent=2)
+        os.replace(path + ".tmp", path)
+
+    def _remove_earlier_run(self):
+        for name in (*self.owned, RUN_FILE, BACKUP_DIR):
+            path = self.file(name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+
+    # -- what a (re-)run does --------------------------------------------------
+
+    @property
+    def finished(self):
+        return bool(self.state.get("finished"))
+
+    def resume_epoch(self):
+        """The epoch an interrupted run continues from (0: from the start)."""
+        path = os.path.join(self.file(BACKUP_DIR), "training_metadata.json")
+        if not os.path.isfile(path):
+            return 0
+        try:
+            with open(path) as f:
+                return int(json.load(f).get("epoch", 0))
+        except (OSError, ValueError):
+            return 0
+
+    def announce(self, epochs):
+        """Logs and returns what this start does: "start", "resume" or "done"."""
+        if self.finished:
+            message = (
+                f"{self.path}: training finished earlier ("
+                f"{self.state.get('stopped', 'all epochs')}); nothing to do "
+                "(--overwrite trains again)"
+            )
+            action = "done"
+        else:
+            epoch = self.resume_epoch()
+            if epoch:
+                message = f"{self.path}: resuming at epoch {epoch + 1} of {epochs}"
+                action = "resume"
+            else:
+                message = f"{self.path}: training from epoch 1 of {epochs}"
+                action = "start"
+        logging.info("%s", message)
+        print(message, flush=True)
+        return action
+
+    def trim_history(self, name, epochs_done):
+        """Drops rows of a CSV history past epochs_done (an interrupted
+        epoch's row, or rows of epochs the backup does not hold)."""
+        path = self.file(name)
+        if not os.path.isfile(path):
+            return
+        with open(path) as f:
+            rows = f.read().splitlines()
+        if not rows:
+            return
+        kept = rows[:1] + [r for r in rows[1:] if int(r.split(",", 1)[0]) < epochs_done]
+        with open(path + ".tmp", "w") as f:
+            f.write("\n".join(kept) + "\n")
+        os.replace(path + ".tmp", path)
+
+
+class RunStateCallback(keras.callbacks.Callback):
+    """Keeps run.json's progress current and says why training stopped.
+
+    Args:
+      run_dir: the RunDirectory.
+      monitor: the logged value whose best the run keeps (e.g. "val_loss").
+      early_stopping: the EarlyStopping callback, if any (to say that it
+        stopped the run).
+    """
+
+    def __init__(self, run_dir, monitor, early_stopping=None):
+        super().__init__()
+        self.run_dir = run_dir
+        self.monitor = monitor
+        self.early_stopping = early_stopping
+        self.epochs = None
+
+    def on_train_begin(self, logs=None):
+        self.epochs = self.params.get("epochs")
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        best = self.run_dir.state.get("best")
+        updates = {"epochs_done": epoch + 1}
+        if value is not None and (best is None or float(value) < best):
+            updates.update(best=float(value), best_epoch=epoch + 1)
+        self.run_dir.save_state(**updates)
+
+    def on_train_end(self, logs=None):
+        state = self.run_dir.state
+        stopper = self.early_stopping
+        if stopper is not None and stopper.stopped_epoch > 0:
+            why = (
+                f"early stopping after epoch {stopper.stopped_epoch + 1}: "
+                f"{stopper.monitor} did not improve by {abs(stopper.min_delta)} "
+                f"for {stopper.patience} epochs"
+            )
+        elif self.epochs is not None and state.get("epochs_done", 0) >= self.epochs:
+            why = f"all {self.epochs} epochs"
+        else:
+            return  # interrupted: resumes later
+        if "best" in state:
+            why += (
+                f"; best {self.monitor} {state['best']:.4f} at epoch "
+                f"{state['best_epoch']}"
+            )
+        self.run_dir.save_state(finished=True, stopped=why)
+        logging.info("training stopped: %s", why)
+        print(f"training stopped: {why}", flush=True)
