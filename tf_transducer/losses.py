@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tf_transducer.ops import neural_transducer as nt_ops
 from tf_transducer.ops import rnnt
-from tf_transducer.ops._validation import first_bad, real_number, require
+from tf_transducer.ops._validation import after, first_bad, real_number, require
 
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
 
@@ -42,15 +42,13 @@ class _LabelSequenceLoss(keras.losses.Loss):
             losses = self._per_utterance(y_true, y_pred)
             if sample_weight is not None:
                 weights = tf.reshape(tf.convert_to_tensor(sample_weight), [-1])
-                with tf.control_dependencies(
-                    _checks(
-                        require(
-                            tf.equal(tf.size(weights), tf.size(losses)),
-                            "sample_weight must hold one weight per sequence "
-                            "(B = {}), got {} weights",
-                            tf.size(losses),
-                            tf.size(weights),
-                        )
+                with after(
+                    require(
+                        tf.equal(tf.size(weights), tf.size(losses)),
+                        "sample_weight must hold one weight per sequence "
+                        "(B = {}), got {} weights",
+                        tf.size(losses),
+                        tf.size(weights),
                     )
                 ):
                     losses = losses * tf.cast(weights, losses.dtype)
@@ -134,7 +132,7 @@ class _LabelSequenceLoss(keras.losses.Loss):
                     batch,
                 )
             )
-        with tf.control_dependencies(_checks(*checks)):
+        with after(*checks):
             label_lengths = tf.reduce_sum(tf.cast(is_label, tf.int64), axis=1)
             return tf.where(is_label, labels, tf.zeros_like(labels)), label_lengths
 
@@ -149,11 +147,6 @@ class _LabelSequenceLoss(keras.losses.Loss):
         config = super().get_config()
         config.update(pad_id=self.pad_id)
         return config
-
-
-def _checks(*ops):
-    """The assertion ops among ops (None: checked eagerly, or under XLA)."""
-    return [op for op in ops if op is not None]
 
 
 class _TransducerLoss(_LabelSequenceLoss):
@@ -344,15 +337,13 @@ class RnntLoss(_TransducerLoss):
         symbols, label_lengths = self._labels(
             y_true, tf.shape(logits)[3], tf.shape(logits)[0]
         )
-        with tf.control_dependencies(
-            _checks(
-                require(
-                    tf.equal(tf.shape(symbols)[1] + 1, tf.shape(logits)[2]),
-                    "y_pred must have S + 1 = {} rows per frame for y_true's S "
-                    "labels, got {}",
-                    tf.shape(symbols)[1] + 1,
-                    tf.shape(logits)[2],
-                )
+        with after(
+            require(
+                tf.equal(tf.shape(symbols)[1] + 1, tf.shape(logits)[2]),
+                "y_pred must have S + 1 = {} rows per frame for y_true's S "
+                "labels, got {}",
+                tf.shape(symbols)[1] + 1,
+                tf.shape(logits)[2],
             )
         ):
             symbols = tf.identity(symbols)
@@ -497,9 +488,7 @@ class PrunedRnntLoss(_TransducerLoss):
         decoder = tf.convert_to_tensor(y_pred["decoder"], name="decoder")
         if am.shape.rank != 3:
             raise ValueError(f'y_pred["am"] must be [B, T, C], got shape {am.shape}')
-        symbols, label_lengths = self._labels(
-            y_true, tf.shape(am)[2], tf.shape(am)[0]
-        )
+        symbols, label_lengths = self._labels(y_true, tf.shape(am)[2], tf.shape(am)[0])
         logit_lengths = y_pred.get("logit_lengths")
         if logit_lengths is None:
             logit_lengths = self._frame_counts(

@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 
 from tf_transducer.data import resample
-from tf_transducer.decoding import char_error_rate
 from tf_transducer.data.corpora import manifest
+from tf_transducer.decoding import char_error_rate
 
 DIGITS = dict(
     audio_sample_rate=8000,

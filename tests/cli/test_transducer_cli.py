@@ -55,7 +55,9 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
     assert "val_wer" in result.stdout
     assert "training stopped: all 2 epochs" in result.stdout
     # evaluate / export / transcribe read 8 kHz and 20 bands from the run.
-    result = ok(run("evaluate", test_files=manifest("digits_test"), checkpoint_dir=run_dir))
+    result = ok(
+        run("evaluate", test_files=manifest("digits_test"), checkpoint_dir=run_dir)
+    )
     assert "54 utterances: WER" in result.stdout
     digits_lm = tmp_path / "digits.arpa"
     unigrams = [f"-1.0\t{w}\t0.0" for w in ["<s>", "</s>", "<unk>", *DIGITS]]

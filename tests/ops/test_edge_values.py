@@ -197,7 +197,9 @@ def test_ranges_out_of_range_are_named_and_do_not_wrap():
     huge = np.broadcast_to(np.array([2**63 - 2, 2**63 - 1]), (B, T, 2))
     for call in (
         lambda: tt.do_rnnt_pruning(am, lm, huge),
-        lambda: tt.rnnt_loss_pruned(np.zeros((B, T, 2, C), np.float32), symbols, huge, 0),
+        lambda: tt.rnnt_loss_pruned(
+            np.zeros((B, T, 2, C), np.float32), symbols, huge, 0
+        ),
     ):
         with pytest.raises(
             tf.errors.InvalidArgumentError, match="ranges must hold consecutive"

@@ -87,3 +87,44 @@ def test_bad_arguments():
         ValueError, match=r"log_probs must be \[B, NB, U \+ 1, W=2, V\]"
     ):
         best_block_alignment(tf.zeros([1, 1, 2, 3, 4]), [[0]], [0], [1], 2, E)
+
+
+@pytest.mark.parametrize("num_labels", [0, 1, 2, 3])
+def test_dp_equals_brute_force_for_every_block_width(num_labels):
+    # Widths far above the targets (W up to U + 4) and U = 0 included.
+    rng = np.random.default_rng(num_labels)
+    B, NB, V = 3, 3, 4
+    for width in range(1, num_labels + 5):
+        logits = rng.normal(size=(B, NB, num_labels + 1, width, V)) * 2
+        lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        labels = rng.integers(1, V, size=(B, num_labels))
+        label_lengths = np.array([num_labels, max(num_labels - 1, 0), 0])
+        num_blocks = np.array([NB, 2, 1])
+        counts, score = best_block_alignment(
+            tf.constant(lp), labels, label_lengths, num_blocks, width, E
+        )
+        for b in range(B):
+            L, n = label_lengths[b], num_blocks[b]
+            want, want_counts = brute_force(lp[b], labels[b, :L], n, width)
+            if want_counts is None:
+                assert score[b] == -np.inf
+                continue
+            assert float(score[b]) == pytest.approx(want, rel=1e-9)
+            assert counts.numpy()[b, :n].tolist() == list(want_counts)
+
+
+@pytest.mark.parametrize(
+    "labels,lengths,blocks,message",
+    [
+        ([[1, 7]], [2], [2], r"labels must lie in \[0, V = 4\).*got 7 at \[b, u\] = "
+         r"\[0, 1\]"),
+        ([[1, 2]], [3], [2], r"label_lengths must lie in \[0, 2\]; got 3"),
+        ([[1, 2]], [2], [5], r"num_blocks must lie in \[0, 2\]; got 5"),
+        ([[1, 2], [1, 1]], [2, 2], [2, 2], "labels has 2 rows for log_probs' batch"),
+    ],
+)  # fmt: skip
+def test_bad_values_name_the_argument(labels, lengths, blocks, message):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        best_block_alignment(tf.zeros([1, 2, 3, 2, 4]), labels, lengths, blocks, 2, E)
+    with pytest.raises(ValueError, match=r"e_symbol must lie in \[0, V = 4\), got 4"):
+        best_block_alignment(tf.zeros([1, 2, 3, 2, 4]), [[1, 2]], [2], [2], 2, 4)

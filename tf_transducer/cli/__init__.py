@@ -45,7 +45,9 @@ def help_text(module, doc):
         lines.append(f"{group} flags:")
         for name in names:
             flag = flags.FLAGS[name]
-            default = "" if flag.default in ("", None) else f" (default: {flag.default})"
+            default = (
+                "" if flag.default in ("", None) else f" (default: {flag.default})"
+            )
             lines.append(f"  --{name}: {flag.help}{default}")
         lines.append("")
     lines.append("--helpfull also lists absl's and TensorFlow's flags.")

@@ -82,7 +82,11 @@ define("float", "lm_alpha", 0.75, "Language model weight.")
 define("float", "lm_beta", 1.85, "Word insertion bonus.")
 define("bool", "export_quantized", False, "transcribe with the quantised programs.")
 
-MODEL_FILE, ENCODER_FILE, HISTORY_FILE = "best.keras", "text_encoder.json", "history.csv"
+MODEL_FILE, ENCODER_FILE, HISTORY_FILE = (
+    "best.keras",
+    "text_encoder.json",
+    "history.csv",
+)
 AUGMENT_DEFAULT = dict(
     freq_mask_max_bins=10,
     freq_mask_count=2,
@@ -476,7 +480,9 @@ def main(argv):
                 stream.sample_rate,
                 os.path.join(FLAGS.export_dir, "export.json"),
             )
-            print(stream.transcribe(read_audio_flag(FLAGS.wav, stream.sample_rate, "wav")))
+            print(
+                stream.transcribe(read_audio_flag(FLAGS.wav, stream.sample_rate, "wav"))
+            )
     except (CliError, ValueError, FileNotFoundError) as error:
         logging.error("%s", error)
         print(f"error: {error}", file=sys.stderr)

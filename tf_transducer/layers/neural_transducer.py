@@ -28,6 +28,9 @@ greedily, for streaming.
 import keras
 import tensorflow as tf
 
+from tf_transducer.layers._checks import resolve_lengths
+from tf_transducer.ops._validation import after, first_bad, require
+
 NEG_LARGE = -1e9
 
 
@@ -126,7 +129,7 @@ class NeuralTransducer(keras.layers.Layer):
         padded = tf.pad(encoder, [[0, 0], [0, blocks * N - T], [0, 0]])
         shape = tf.shape(encoder)
         frames = tf.reshape(padded, tf.stack([shape[0], blocks, N, shape[2]]))
-        lengths = tf.cast(encoder_lengths, tf.int32)
+        lengths = resolve_lengths(encoder, encoder_lengths, "encoder_lengths")
         index = tf.reshape(tf.range(blocks * N), tf.stack([1, blocks, N]))
         mask = index < lengths[:, None, None]
         return frames, mask, (lengths + N - 1) // N
@@ -188,7 +191,18 @@ class NeuralTransducer(keras.layers.Layer):
 
     def call(self, encoder, encoder_lengths, labels):
         labels = tf.cast(labels, tf.int32)
-        labels = tf.where(labels >= 0, labels, 0)
+        too_large = labels >= self.n_out
+        value, index = first_bad(too_large, labels)
+        with after(
+            require(
+                ~tf.reduce_any(too_large),
+                f"labels must lie in [0, n_out = {self.n_out}) (negative: padding); "
+                "got {} at [b, u] = {}",
+                value,
+                index,
+            )
+        ):
+            labels = tf.where(labels >= 0, labels, 0)
         frames, mask, num_blocks = self.blocks(encoder, encoder_lengths)
         outputs = self.read_labels(labels, self.start_state(encoder, encoder_lengths))
         # [B, NB, U + 1, H] against [B, NB, N, D]

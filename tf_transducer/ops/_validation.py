@@ -51,6 +51,13 @@ def require(condition, template, *values):
     return tf.debugging.Assert(condition, data, summarize=16)
 
 
+def after(*checks):
+    """A control-dependency context on the assertion ops among `require`'s
+    results (None: checked eagerly already, or nothing to check under XLA):
+    what is computed inside runs after the checks in a graph."""
+    return tf.control_dependencies([c for c in checks if c is not None])
+
+
 def _show(value):
     value = value.numpy() if hasattr(value, "numpy") else value
     if hasattr(value, "tolist"):

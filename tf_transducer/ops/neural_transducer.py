@@ -22,6 +22,13 @@ including <e>), labels [B, U], label_lengths [B], num_blocks [B].
 
 import tensorflow as tf
 
+from tf_transducer.ops._validation import (
+    first_bad,
+    in_xla_context,
+    integer_tensor,
+    require,
+)
+
 NEG_INF = float("-inf")
 
 
@@ -36,10 +43,12 @@ def _block_scores(log_probs, labels, max_width, e_symbol):
     end = log_probs[..., e_symbol]  # [B, NB, U + 1, W]
 
     def from_start(x, k):
-        """x[..., s + k, k] at s (-inf past the end)."""
+        """x[..., s + k, k] at s (-inf past the end; k may exceed U)."""
         column = x[..., k]
         return tf.pad(
-            column[..., k:], [[0, 0], [0, 0], [0, k]], constant_values=NEG_INF
+            column[..., k:],
+            [[0, 0], [0, 0], [0, tf.minimum(k, U + 1)]],
+            constant_values=NEG_INF,
         )
 
     scores, labels_so_far = [], 0.0
@@ -80,9 +89,9 @@ def best_block_alignment(
             f"log_probs must be [B, NB, U + 1, W={max_width}, V], got shape "
             f"{log_probs.shape}"
         )
-    labels = tf.cast(labels, tf.int32)
-    label_lengths = tf.cast(label_lengths, tf.int32)
-    num_blocks = tf.cast(num_blocks, tf.int32)
+    labels, label_lengths, num_blocks = _checked(
+        log_probs, labels, label_lengths, num_blocks, e_symbol
+    )
     U = tf.shape(labels)[1]
     positions = tf.range(U + 1)[None]  # [1, U + 1]
     valid_labels = tf.range(U)[None] < label_lengths[:, None]
@@ -101,8 +110,8 @@ def best_block_alignment(
         candidates = tf.stack(
             [
                 tf.pad(
-                    (dp + block_scores[n])[:, : width - n],
-                    [[0, 0], [n, 0]],
+                    (dp + block_scores[n])[:, : tf.maximum(width - n, 0)],
+                    [[0, 0], [tf.minimum(n, width), 0]],
                     constant_values=NEG_INF,
                 )
                 for n in range(max_width)
@@ -135,6 +144,72 @@ def best_block_alignment(
     counts = tf.transpose(by_end - before)
     counts = tf.where(feasible[:, None], counts, 0)
     return counts, score
+
+
+def _checked(log_probs, labels, label_lengths, num_blocks, e_symbol):
+    """int32 labels [B, U], label_lengths [B], num_blocks [B], checked
+    against log_probs [B, NB, U + 1, W, V] (errors name the argument)."""
+    labels = integer_tensor(labels, "labels", 2, "[B, U]")
+    label_lengths = integer_tensor(label_lengths, "label_lengths", 1, "[B]")
+    num_blocks = integer_tensor(num_blocks, "num_blocks", 1, "[B]")
+    shape = tf.shape(log_probs, out_type=tf.int64)
+    if isinstance(e_symbol, bool) or not isinstance(e_symbol, int) or e_symbol < 0:
+        raise ValueError(f"e_symbol must be an int >= 0, got {e_symbol!r}")
+    vocab = log_probs.shape[4]
+    if vocab is not None and e_symbol >= vocab:
+        raise ValueError(f"e_symbol must lie in [0, V = {vocab}), got {e_symbol}")
+    checks = []
+    for name, x in (
+        ("labels", labels),
+        ("label_lengths", label_lengths),
+        ("num_blocks", num_blocks),
+    ):
+        checks.append(
+            require(
+                tf.equal(tf.shape(x, out_type=tf.int64)[0], shape[0]),
+                f"{name} has {{}} rows for log_probs' batch of {{}}",
+                tf.shape(x)[0],
+                shape[0],
+            )
+        )
+    if not in_xla_context():
+        for name, x, limit in (
+            ("label_lengths", label_lengths, tf.shape(labels, out_type=tf.int64)[1]),
+            ("num_blocks", num_blocks, shape[1]),
+        ):
+            bad = (x < 0) | (x > limit)
+            value, index = first_bad(bad, x)
+            checks.append(
+                require(
+                    ~tf.reduce_any(bad),
+                    f"{name} must lie in [0, {{}}]; got {{}} at index {{}}",
+                    limit,
+                    value,
+                    index,
+                )
+            )
+        used = (
+            tf.range(tf.shape(labels, out_type=tf.int64)[1])[tf.newaxis]
+            < (label_lengths[:, tf.newaxis])
+        )
+        bad = used & ((labels < 0) | (labels >= shape[4]))
+        value, index = first_bad(bad, labels)
+        checks.append(
+            require(
+                ~tf.reduce_any(bad),
+                "labels must lie in [0, V = {}) (the outputs of log_probs); got {} "
+                "at [b, u] = {}",
+                shape[4],
+                value,
+                index,
+            )
+        )
+    with tf.control_dependencies([c for c in checks if c is not None]):
+        return (
+            tf.cast(labels, tf.int32),
+            tf.cast(label_lengths, tf.int32),
+            tf.cast(num_blocks, tf.int32),
+        )
 
 
 def aligned_targets(counts, labels, num_blocks, max_width, e_symbol):

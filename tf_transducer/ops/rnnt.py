@@ -1142,9 +1142,10 @@ def get_rnnt_logprobs_smoothed(
 
     where unigram is the LM's distribution averaged over the batch and all
     histories (with a boundary, the histories inside it only: unlike k2,
-    padding changes nothing).  A term whose scale is exactly 0 is left out (k2 uses 1e-20
-    there instead, so that 0 x -inf does not give NaN; leaving it out gives
-    the same values). Half-precision inputs are computed in float32.
+    padding changes nothing).  A term whose scale is exactly 0 is left out
+    (k2 uses 1e-20 there instead, so that 0 x -inf does not give NaN; leaving
+    it out gives the same values). Half-precision inputs are computed in
+    float32.
 
     Args:
       lm: float [B, S + 1, C], assumed normalisable on its own.
