@@ -15,6 +15,7 @@ emitting label u + 1). A state without a lexical arc ignores its entry.
 
 import abc
 
+import keras
 import tensorflow as tf
 
 from tf_transducer.lattice import semirings
@@ -48,6 +49,14 @@ def check_num_weights(alignment, blank, lexical):
 
 class TimeSyncAlignmentLattice(abc.ABC):
     """The interface of time-synchronous alignment lattices."""
+
+    def get_config(self):
+        """The constructor's arguments (Keras serialisation)."""
+        return {}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
     @abc.abstractmethod
     def num_states(self):
@@ -210,6 +219,7 @@ class TimeSyncAlignmentLattice(abc.ABC):
         return bwd[start], blank_marginals, lexical_marginals
 
 
+@keras.saving.register_keras_serializable(package="tf_transducer")
 class FrameDependent(TimeSyncAlignmentLattice):
     """Each frame is aligned to one blank or one label."""
 
@@ -232,6 +242,7 @@ class FrameDependent(TimeSyncAlignmentLattice):
         return "FrameDependent()"
 
 
+@keras.saving.register_keras_serializable(package="tf_transducer")
 class FrameLabelDependent(TimeSyncAlignmentLattice):
     """Each frame is aligned to up to max_expansions labels, then a blank.
 
@@ -257,6 +268,9 @@ class FrameLabelDependent(TimeSyncAlignmentLattice):
 
     def lexical_next(self, state):
         return state + 1 if state < self.max_expansions else None
+
+    def get_config(self):
+        return {"max_expansions": self.max_expansions}
 
     def topological_visit(self):
         return list(range(self.num_states()))

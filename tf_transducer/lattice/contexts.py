@@ -7,8 +7,11 @@ state unchanged). Every state is final.
 
 import abc
 
+import keras
 import numpy as np
 import tensorflow as tf
+
+_PACKAGE = "tf_transducer"
 
 
 def _map(fn, value):
@@ -40,6 +43,16 @@ class ContextDependency(abc.ABC):
     def backward_broadcast(self, weights):
         """result[..., p, y] = weights[..., q] for the arc p -y-> q:
         [..., num_states] -> [..., num_states, vocab_size]."""
+
+    def get_config(self):
+        """The constructor's arguments (Keras serialisation)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} defines no get_config(): it cannot be saved"
+        )
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
     def walk_states(self, labels):
         """States along label sequences.
@@ -136,6 +149,7 @@ def _dtypes(value):
     return tf.nest.map_structure(lambda w: w.dtype, value)
 
 
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class NextStateTable(_TableContext):
     """Any DFA, from its table next_state_table[p, y - 1] (int [S, V]).
 
@@ -165,7 +179,11 @@ class NextStateTable(_TableContext):
     def start(self):
         return 0
 
+    def get_config(self):
+        return {"next_state_table": self._table_np.tolist()}
 
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class FullNGram(_TableContext):
     """All n-grams up to context_size labels (GNAT section 4.1).
 
@@ -201,6 +219,9 @@ class FullNGram(_TableContext):
 
     def start(self):
         return 0
+
+    def get_config(self):
+        return {"vocab_size": self.vocab_size, "context_size": self.context_size}
 
     def forward_reduce(self, weights, semiring):
         """The arcs into n-grams of length k + 1 < N are one per state (reshape);

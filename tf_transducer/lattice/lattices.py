@@ -76,6 +76,29 @@ def _reverse_fold(step, elems, init, out_spec):
     return carry, outputs.stack()
 
 
+def _checked_lengths(lengths, padded, name):
+    """int32 lengths [B], checked to be integers in [0, padded's axis 1] and
+    one per row of padded (InvalidArgumentError naming them otherwise)."""
+    if not lengths.dtype.is_integer:
+        raise ValueError(f"{name} must be integers, got {lengths.dtype.name}")
+    lengths = tf.cast(lengths, tf.int32)
+    checks = [
+        tf.debugging.assert_equal(
+            tf.size(lengths),
+            tf.shape(padded)[0],
+            message=f"{name} must have one entry per row of the batch",
+        ),
+        tf.debugging.assert_non_negative(lengths, message=f"{name} must be >= 0"),
+        tf.debugging.assert_less_equal(
+            lengths,
+            tf.shape(padded)[1],
+            message=f"{name} must be <= the padded length (axis 1)",
+        ),
+    ]
+    with tf.control_dependencies([c for c in checks if c is not None]):
+        return tf.identity(lengths)
+
+
 def _lift_for(semiring, lift):
     if lift is not None:
         return lift
@@ -89,6 +112,7 @@ def _lift_for(semiring, lift):
     )
 
 
+@keras.saving.register_keras_serializable(package="tf_transducer")
 class RecognitionLattice(keras.layers.Layer):
     """A recognition lattice: context dependency x alignment lattice, with arc
     weights from a weight function (a Keras layer).
@@ -120,6 +144,18 @@ class RecognitionLattice(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.frame_by_frame = bool(frame_by_frame)
+        # A saved lattice comes back as the configs of its parts.
+        context, alignment, weight_fn_cacher_factory, weight_fn_factory = (
+            keras.saving.deserialize_keras_object(part)
+            if isinstance(part, dict)
+            else part
+            for part in (
+                context,
+                alignment,
+                weight_fn_cacher_factory,
+                weight_fn_factory,
+            )
+        )
         if not isinstance(context, ContextDependency):
             raise ValueError(f"context must be a ContextDependency, got {context!r}")
         if not isinstance(alignment, TimeSyncAlignmentLattice):
@@ -137,6 +173,27 @@ class RecognitionLattice(keras.layers.Layer):
             weight_fn_factory, context, WeightFn, "weight_fn_factory"
         )
         self.num_context_states, self.vocab_size = context.shape()
+
+    def build(self, frames_shape, *unused_shapes):
+        """Builds the weight function for frames [..., F] (one dummy frame)."""
+        if not self.weight_fn.built or not self.weight_fn_cacher.built:
+            self.weight_fn(self.build_cache(), tf.zeros([1, frames_shape[-1]]))
+        self.built = True
+
+    def get_config(self):
+        """The parts' configs; a lattice made from factories is saved as the
+        layers they made (factories themselves are not saved)."""
+        config = super().get_config()
+        config.update(
+            context=keras.saving.serialize_keras_object(self.context),
+            alignment=keras.saving.serialize_keras_object(self.alignment),
+            weight_fn_cacher_factory=keras.saving.serialize_keras_object(
+                self.weight_fn_cacher
+            ),
+            weight_fn_factory=keras.saving.serialize_keras_object(self.weight_fn),
+            frame_by_frame=self.frame_by_frame,
+        )
+        return config
 
     @property
     def locally_normalized(self):
@@ -168,10 +225,10 @@ class RecognitionLattice(keras.layers.Layer):
         known = {k: v for k, v in shapes.items() if v is not None}
         if len(set(known.values())) > 1:
             raise ValueError(f"batch sizes differ: {known}")
-        num_frames = tf.cast(num_frames, tf.int32)
+        num_frames = _checked_lengths(num_frames, frames, "num_frames")
         if labels is None:
             return frames, num_frames, None, None
-        num_labels = tf.cast(num_labels, tf.int32)
+        num_labels = _checked_lengths(num_labels, labels, "num_labels")
         labels = tf.cast(labels, tf.int32)
         valid = tf.range(tf.shape(labels)[1])[None] < num_labels[:, None]
         labels = tf.where(valid, labels, 0)

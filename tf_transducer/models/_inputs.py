@@ -33,5 +33,6 @@ def encoded_shape(input_shape, encoder):
     shape = tuple(shape)
     if encoder is None:
         return shape
-    encoder.build(shape)
+    if not encoder.built:  # (a loaded model's encoder is built already)
+        encoder.build(shape)
     return encoder.compute_output_shape(shape)

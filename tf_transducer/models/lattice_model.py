@@ -8,6 +8,7 @@ from tf_transducer.losses import RecognitionLatticeLoss
 from tf_transducer.models._inputs import encoded_shape, split_inputs
 
 
+@keras.saving.register_keras_serializable(package="tf_transducer")
 class LatticeModel(keras.Model):
     """An encoder followed by a `RecognitionLattice`.
 
@@ -25,15 +26,27 @@ class LatticeModel(keras.Model):
 
     def __init__(self, lattice, encoder=None, **kwargs):
         super().__init__(**kwargs)
+        if isinstance(lattice, dict):  # from a saved config
+            lattice = keras.saving.deserialize_keras_object(lattice)
+        if isinstance(encoder, dict):
+            encoder = keras.saving.deserialize_keras_object(encoder)
         if not isinstance(lattice, RecognitionLattice):
             raise ValueError(f"lattice must be a RecognitionLattice, got {lattice!r}")
         self.lattice, self.encoder = lattice, encoder
 
     def build(self, input_shape):
-        shape = encoded_shape(input_shape, self.encoder)
-        # Build the weight function on one dummy frame: it has no other shape.
-        self.lattice.weight_fn(self.lattice.build_cache(), tf.zeros([1, shape[-1]]))
+        self.lattice.build(encoded_shape(input_shape, self.encoder))
         self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            lattice=keras.saving.serialize_keras_object(self.lattice),
+            encoder=None
+            if self.encoder is None
+            else keras.saving.serialize_keras_object(self.encoder),
+        )
+        return config
 
     def call(self, inputs, training=False):
         values, lengths = split_inputs(inputs, "features")

@@ -8,6 +8,7 @@ from tf_transducer.losses import NeuralTransducerLoss
 from tf_transducer.models._inputs import encoded_shape, split_inputs
 
 
+@keras.saving.register_keras_serializable(package="tf_transducer")
 class NeuralTransducerModel(keras.Model):
     """An encoder followed by a `NeuralTransducer` layer.
 
@@ -27,6 +28,10 @@ class NeuralTransducerModel(keras.Model):
 
     def __init__(self, transducer, encoder=None, **kwargs):
         super().__init__(**kwargs)
+        if isinstance(transducer, dict):  # from a saved config
+            transducer = keras.saving.deserialize_keras_object(transducer)
+        if isinstance(encoder, dict):
+            encoder = keras.saving.deserialize_keras_object(encoder)
         if not isinstance(transducer, NeuralTransducer):
             raise ValueError(
                 f"transducer must be a NeuralTransducer layer, got {transducer!r}"
@@ -36,8 +41,19 @@ class NeuralTransducerModel(keras.Model):
 
     def build(self, input_shape):
         shape = encoded_shape(input_shape, self.encoder)
-        self.transducer.build(shape)
+        if not self.transducer.built:
+            self.transducer.build(shape)
         self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            transducer=keras.saving.serialize_keras_object(self.transducer),
+            encoder=None
+            if self.encoder is None
+            else keras.saving.serialize_keras_object(self.encoder),
+        )
+        return config
 
     def call(self, inputs, training=False):
         values, lengths = split_inputs(inputs, "features")
