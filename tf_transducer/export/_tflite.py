@@ -57,21 +57,33 @@ def convert(function, owner, quantize=False):
 META = "export.json"
 
 
-def read_meta(export_dir, model, name):
-    """The export.json of an export folder, checked to be of `model`.
+def read_meta(export_dir, model, name, keys=()):
+    """The export.json of an export folder, checked to be of `model` and to
+    hold `keys`.
 
-    Raises FileNotFoundError without one, ValueError for another model's.
+    Raises:
+      FileNotFoundError: no export folder or no export.json.
+      ValueError: export.json is not a JSON object, is another model's, or
+        lacks keys (the message names the file).
     """
     path = os.path.join(export_dir, META)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{export_dir!r} is not a {name} export (no {META})")
-    with open(path) as f:
-        meta = json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a JSON export description ({error})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: must hold a JSON object, got {type(meta).__name__}")
     if meta.get("model") != model:
         raise ValueError(
             f"{export_dir!r} holds an export of "
             f"{meta.get('model', 'another model')!r}, not of a {name}"
         )
+    missing = [key for key in keys if key not in meta]
+    if missing:
+        raise ValueError(f"{path}: lacks {missing} (an export from another version?)")
     return meta
 
 
@@ -104,16 +116,42 @@ class Program:
 
     Called with keyword arguments named as the exported function's inputs;
     returns a dict of its named outputs.
+
+    Args:
+      path: the .tflite file.
+      num_threads: interpreter threads.
+      inputs: the input names the program must take (None: any); a file of
+        another program (swapped or renamed) is refused by them.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: not a TFLite program, or one with other inputs (the
+        message names the file).
     """
 
-    def __init__(self, path, num_threads=1):
+    def __init__(self, path, num_threads=1, inputs=None):
         from ai_edge_litert.interpreter import Interpreter
 
-        self.interpreter = Interpreter(model_path=path, num_threads=num_threads)
-        self.runner = self.interpreter.get_signature_runner()
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such TFLite program")
+        try:
+            self.interpreter = Interpreter(model_path=path, num_threads=num_threads)
+            self.runner = self.interpreter.get_signature_runner()
+        except (ValueError, RuntimeError) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise ValueError(
+                f"{path}: not a readable TFLite program (corrupt or truncated?): "
+                f"{first}"
+            ) from None
+        self.path = path
         self.dtypes = {
             k: d["dtype"] for k, d in self.runner.get_input_details().items()
         }
+        if inputs is not None and set(inputs) != set(self.dtypes):
+            raise ValueError(
+                f"{path}: takes the inputs {sorted(self.dtypes)}, expected "
+                f"{sorted(inputs)} (a program of another kind?)"
+            )
 
     def __call__(self, **inputs):
         return self.runner(

@@ -89,6 +89,18 @@ def export_deepspeech(model, export_dir, alphabet, n_steps=16):
     return {name: len(data) for name, data in programs.items()}
 
 
+META_KEYS = (
+    "sample_rate",
+    "frame_length",
+    "frame_step",
+    "n_input",
+    "n_context",
+    "n_hidden",
+    "num_classes",
+    "n_steps",
+)
+
+
 class DeepSpeechStream:
     """Streaming recognition with an exported DeepSpeech (LiteRT interpreter).
 
@@ -102,7 +114,7 @@ class DeepSpeechStream:
     """
 
     def __init__(self, export_dir, quantized=False, num_threads=1):
-        self.meta = read_meta(export_dir, MODEL, "DeepSpeech")
+        self.meta = read_meta(export_dir, MODEL, "DeepSpeech", META_KEYS)
         from tf_transducer.data import CharacterAlphabet
 
         self.alphabet = CharacterAlphabet.from_file(
@@ -110,9 +122,13 @@ class DeepSpeechStream:
         )
         name = "acoustic.quant.tflite" if quantized else "acoustic.tflite"
         self._features = Program(
-            os.path.join(export_dir, "features.tflite"), num_threads
+            os.path.join(export_dir, "features.tflite"), num_threads, ["audio"]
         )
-        self._acoustic = Program(os.path.join(export_dir, name), num_threads)
+        self._acoustic = Program(
+            os.path.join(export_dir, name),
+            num_threads,
+            ["windows", "previous_state_h", "previous_state_c"],
+        )
         self.reset()
 
     @property

@@ -76,13 +76,18 @@ class NeuralTransducerStream:
     """
 
     def __init__(self, export_dir, quantized=False, num_threads=1):
-        meta = read_meta(export_dir, MODEL, "Neural Transducer")
+        meta = read_meta(
+            export_dir, MODEL, "Neural Transducer", ("input_block_size", "encoder_dim")
+        )
         suffix = ".quant.tflite" if quantized else ".tflite"
+        block = ["frames", "frame_count"]
         self.start_program = Program(
-            os.path.join(export_dir, "start" + suffix), num_threads
+            os.path.join(export_dir, "start" + suffix), num_threads, block
         )
         self.step_program = Program(
-            os.path.join(export_dir, "step" + suffix), num_threads
+            os.path.join(export_dir, "step" + suffix),
+            num_threads,
+            [*block, "out", "h", "c"],
         )
         self.block, self.dim = meta["input_block_size"], meta["encoder_dim"]
         self.reset()

@@ -28,6 +28,19 @@ from tf_transducer.export._tflite import META, Program, convert, read_meta, stag
 MODEL = "tf_transducer.Transducer"
 
 PROGRAMS = ("features", "encoder", "predictor", "joiner")
+META_KEYS = (
+    "sample_rate",
+    "frame_length",
+    "frame_step",
+    "feature_dim",
+    "chunk_frames",
+    "stack",
+    "encoder_states",
+    "encoder_units",
+    "predictor_states",
+    "predictor_kind",
+    "vocab_size",
+)
 
 
 def _encoder_program(model, chunk_frames):
@@ -165,12 +178,21 @@ def load_text_encoder_config(path):
     """The CharacterAlphabet / SubwordEncoder saved as text_encoder.json."""
     from tf_transducer.data import CharacterAlphabet, SubwordEncoder
 
-    with open(path) as f:
-        saved = json.load(f)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such text encoder file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a JSON text encoder ({error})") from None
     kinds = {"CharacterAlphabet": CharacterAlphabet, "SubwordEncoder": SubwordEncoder}
-    if saved.get("kind") not in kinds:
-        raise ValueError(f"{path}: unknown text encoder {saved.get('kind')!r}")
-    return kinds[saved["kind"]].from_config(saved["config"])
+    if not isinstance(saved, dict) or saved.get("kind") not in kinds:
+        kind = saved.get("kind") if isinstance(saved, dict) else saved
+        raise ValueError(f"{path}: unknown text encoder {kind!r}")
+    try:
+        return kinds[saved["kind"]].from_config(saved["config"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: bad {saved['kind']} config ({error})") from None
 
 
 class _TfliteSteps:
@@ -211,13 +233,24 @@ class TransducerStream:
     def __init__(
         self, export_dir, quantized=False, num_threads=1, max_symbols_per_frame=3
     ):
-        self.meta = read_meta(export_dir, MODEL, "Transducer")
+        self.meta = read_meta(export_dir, MODEL, "Transducer", META_KEYS)
         self.text_encoder = load_text_encoder_config(
             os.path.join(export_dir, "text_encoder.json")
         )
         suffix = ".quant.tflite" if quantized else ".tflite"
+        m = self.meta
+        inputs = {
+            "features": ["audio"],
+            "encoder": ["features", "valid"]
+            + [f"state_{i}" for i in range(m["encoder_states"])],
+            "predictor": ["label"]
+            + [f"state_{i}" for i in range(len(m["predictor_states"]))],
+            "joiner": ["encoder", "decoder"],
+        }
         self._programs = {
-            name: Program(os.path.join(export_dir, name + suffix), num_threads)
+            name: Program(
+                os.path.join(export_dir, name + suffix), num_threads, inputs[name]
+            )
             for name in PROGRAMS
         }
         self._steps = _TfliteSteps(
