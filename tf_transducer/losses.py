@@ -728,12 +728,10 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
         guess = tf.cast(tf.argmax(rows, axis=-1), tf.int32)
         batch = tf.shape(guess)[0]
         mask = tf.reshape(out["mask"], [batch, -1])
-        hyp = tf.ragged.boolean_mask(tf.reshape(guess, [batch, -1]), mask).to_sparse()
-        ref = tf.ragged.boolean_mask(
-            tf.reshape(out["targets"], [batch, -1]), mask
-        ).to_sparse()
-        distance = tf.edit_distance(hyp, ref, normalize=False)
-        return distance, tf.reduce_sum(tf.cast(mask, tf.float32), axis=1)
+        hyp, count = nt_ops.left_aligned(tf.reshape(guess, [batch, -1]), mask)
+        ref, _ = nt_ops.left_aligned(tf.reshape(out["targets"], [batch, -1]), mask)
+        distance = nt_ops.edit_distance(hyp, count, ref, count)
+        return distance, tf.cast(count, tf.float32)
 
     def get_config(self):
         config = super().get_config()

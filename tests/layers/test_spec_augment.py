@@ -217,7 +217,7 @@ def test_input_dependent_seeds_are_a_function_of_the_input():
     np.testing.assert_array_equal(first, one(x, lengths, training=True))
     np.testing.assert_array_equal(first, two(x, lengths, training=True))
     graph = tf.function(lambda a, n: one(a, n, training=True))
-    np.testing.assert_allclose(first, graph(x, lengths), rtol=1e-6)  # same draws
+    np.testing.assert_allclose(first, graph(x, lengths), rtol=1e-5)  # same draws
     other = x.copy()
     other[0, 0, 0] += 0.5
     assert not np.array_equal(first, one(other, lengths, training=True))

@@ -128,3 +128,25 @@ def test_bad_values_name_the_argument(labels, lengths, blocks, message):
         best_block_alignment(tf.zeros([1, 2, 3, 2, 4]), labels, lengths, blocks, 2, E)
     with pytest.raises(ValueError, match=r"e_symbol must lie in \[0, V = 4\), got 4"):
         best_block_alignment(tf.zeros([1, 2, 3, 2, 4]), [[1, 2]], [2], [2], 2, 4)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_edit_distance_equals_tf_edit_distance_also_under_xla(seed):
+    from tf_transducer.ops.neural_transducer import edit_distance, left_aligned
+
+    rng = np.random.default_rng(seed)
+    B, L1, L2 = 5, int(rng.integers(0, 7)), int(rng.integers(0, 7))
+    hyp, ref = rng.integers(0, 3, (B, L1)), rng.integers(0, 3, (B, L2))
+    hyp_len, ref_len = rng.integers(0, L1 + 1, B), rng.integers(0, L2 + 1, B)
+
+    def sparse(x, n):
+        rows = [list(x[b, : n[b]]) for b in range(B)]
+        return tf.ragged.constant(rows, tf.int64, ragged_rank=1).to_sparse()
+
+    want = tf.edit_distance(sparse(hyp, hyp_len), sparse(ref, ref_len), False)
+    got = edit_distance(hyp, hyp_len, ref, ref_len)
+    np.testing.assert_array_equal(got, want)
+    compiled = tf.function(edit_distance, jit_compile=True)
+    np.testing.assert_array_equal(compiled(hyp, hyp_len, ref, ref_len), want)
+    values, count = left_aligned(np.array([[5, 6, 7, 8]]), [[False, True, False, True]])
+    assert values.numpy().tolist() == [[6, 8, 0, 0]] and count.numpy().tolist() == [2]

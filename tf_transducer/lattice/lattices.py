@@ -25,6 +25,7 @@ V labels, A frame-local alignment states.
 """
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tf_transducer.lattice import semirings
@@ -379,7 +380,8 @@ class RecognitionLattice(keras.layers.Layer):
     def __call__(self, frames, num_frames, labels, num_labels, cache=None, **kwargs):
         # Keras wants tensors as positional arguments: lists of lengths are fine.
         args = [
-            tf.convert_to_tensor(a) for a in (frames, num_frames, labels, num_labels)
+            tf.convert_to_tensor(a) if isinstance(a, (list, tuple, np.ndarray)) else a
+            for a in (frames, num_frames, labels, num_labels)
         ]
         return super().__call__(*args, cache=cache, **kwargs)
 

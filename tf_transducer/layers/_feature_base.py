@@ -18,6 +18,9 @@ class SpectralLayer(keras.layers.Layer):
     def __init__(
         self, sample_rate, frame_length_ms, frame_step_ms, fft_length, **kwargs
     ):
+        # Float32 only: features are computed in float32 under any
+        # mixed-precision policy (the model casts them afterwards).
+        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         check_positive("sample_rate", sample_rate, int)
         check_positive("frame_length_ms", frame_length_ms)

@@ -31,6 +31,9 @@ class FeatureNormalization(keras.layers.Layer):
     """
 
     def __init__(self, mode="utterance", epsilon=1e-5, **kwargs):
+        # Float32 only: features are computed in float32 under any
+        # mixed-precision policy (the model casts them afterwards).
+        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")

@@ -56,7 +56,9 @@ class FrameStacking(keras.layers.Layer):
         width = self.left_context + 1 + self.right_context
         windows = tf.signal.frame(x, width, self.stride, axis=1)  # [B, T', width, F]
         shape = tf.shape(windows)
-        stacked = tf.reshape(windows, [shape[0], shape[1], width * features.shape[-1]])
+        stacked = tf.reshape(windows, [shape[0], shape[1], width * shape[3]])
+        if features.shape[-1] is not None:
+            stacked.set_shape([None, None, width * features.shape[-1]])
         out_lengths = (lengths + self.stride - 1) // self.stride
         return _dsp.zero_after(stacked, out_lengths), out_lengths
 

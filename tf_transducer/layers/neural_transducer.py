@@ -26,12 +26,11 @@ greedily, for streaming.
 """
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tf_transducer.layers._checks import resolve_lengths
 from tf_transducer.ops._validation import after, first_bad, require
-
-NEG_LARGE = -1e9
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -132,6 +131,8 @@ class NeuralTransducer(keras.layers.Layer):
         lengths = resolve_lengths(encoder, encoder_lengths, "encoder_lengths")
         index = tf.reshape(tf.range(blocks * N), tf.stack([1, blocks, N]))
         mask = index < lengths[:, None, None]
+        # Padding frames are never read, whatever they hold.
+        frames = tf.where(mask[..., None], frames, tf.zeros_like(frames))
         return frames, mask, (lengths + N - 1) // N
 
     def start_state(self, encoder, encoder_lengths):
@@ -166,7 +167,9 @@ class NeuralTransducer(keras.layers.Layer):
             queries = outputs + self.output_position(tf.constant(index))
             mask = mask[..., None, :]
             pattern = ("...sh,...nh->...sn", "...sn,...nd->...sd")
-        scores = tf.where(mask, tf.einsum(pattern[0], queries, keys), NEG_LARGE)
+        scores = tf.einsum(pattern[0], queries, keys)
+        # Masked frames: the dtype's lowest value (finite in float16 too).
+        scores = tf.where(mask, scores, tf.cast(scores.dtype.min, scores.dtype))
         context = tf.einsum(pattern[1], tf.nn.softmax(scores, axis=-1), frames)
         return self.projection(self.attention(tf.concat([queries, context], -1)))
 
@@ -186,7 +189,10 @@ class NeuralTransducer(keras.layers.Layer):
 
     def __call__(self, encoder, encoder_lengths, labels, **kwargs):
         # Keras wants tensors as positional arguments: lists are fine here.
-        args = [tf.convert_to_tensor(a) for a in (encoder, encoder_lengths, labels)]
+        args = [
+            tf.convert_to_tensor(a) if isinstance(a, (list, tuple, np.ndarray)) else a
+            for a in (encoder, encoder_lengths, labels)
+        ]
         return super().__call__(*args, **kwargs)
 
     def call(self, encoder, encoder_lengths, labels):

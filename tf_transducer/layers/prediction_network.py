@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.layers._checks import check_positive
+from tf_transducer.ops._validation import after, first_bad, require
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -75,7 +76,19 @@ class PredictionNetwork(keras.layers.Layer):
         return tf.concat(windows, axis=-1)
 
     def call(self, labels, training=None):
-        embedded = self.embedding(tf.cast(labels, tf.int32))
+        labels = tf.cast(labels, tf.int32)
+        bad = (labels < 0) | (labels >= self.vocab_size)
+        value, index = first_bad(bad, labels)
+        with after(
+            require(
+                ~tf.reduce_any(bad),
+                f"labels must lie in [0, vocab_size = {self.vocab_size}); got {{}} "
+                "at [b, u] = {}",
+                value,
+                index,
+            )
+        ):
+            embedded = self.embedding(labels)
         if self.kind == "lstm":
             out, _, _ = self.lstm(embedded, training=training)
             return out

@@ -52,12 +52,63 @@ for _policy in PRESETS.values():
     _policy["time_warp_max_ratio"] = 1.0  # the paper bounds the warp by W only
 
 
+def _wrap64(value):
+    """An unsigned 64-bit constant as the int64 with the same bits."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+_GOLDEN = _wrap64(0x9E3779B97F4A7C15)
+_MIX_1 = _wrap64(0xBF58476D1CE4E5B9)
+_MIX_2 = _wrap64(0x94D049BB133111EB)
+
+
+def _shift_right(x, bits):
+    """Logical right shift of int64 bit patterns."""
+    return tf.bitwise.bitwise_and(
+        tf.bitwise.right_shift(x, bits), tf.constant((1 << (64 - bits)) - 1, tf.int64)
+    )
+
+
+def _splitmix64(z):
+    """SplitMix64's output function on int64 bit patterns (wrapping)."""
+    z = z + _GOLDEN
+    z = tf.bitwise.bitwise_xor(z, _shift_right(z, 30)) * _MIX_1
+    z = tf.bitwise.bitwise_xor(z, _shift_right(z, 27)) * _MIX_2
+    return tf.bitwise.bitwise_xor(z, _shift_right(z, 31))
+
+
+def hash_uniform(shape, seed, stream):
+    """float32 uniform [0, 1) numbers of `shape` from an int64 [2] seed.
+
+    Counter-based: the number at index (i, j, ...) is SplitMix64 of that
+    index (with fixed strides, so that it does not depend on the sizes: a
+    batch padded further draws the same numbers for its valid entries), the
+    seed and the stream, in integer ops only, so eager, graph and XLA give
+    the same numbers (TensorFlow's stateless generators differ between XLA
+    and the CPU kernels).
+    """
+    seed = tf.cast(seed, tf.int64)
+    stream = tf.constant(stream, tf.int64)
+    key = _splitmix64(seed[0] * _MIX_1 + seed[1] + stream * _GOLDEN)
+    shape = tf.cast(tf.convert_to_tensor(shape), tf.int64)
+    counter = tf.zeros([], tf.int64)
+    for axis in range(int(shape.shape[0])):
+        index = tf.range(shape[axis])
+        index = tf.reshape(index, tf.tensor_scatter_nd_update(
+            tf.ones_like(shape), [[axis]], [-1]))  # fmt: skip
+        counter = counter * (1 << 21) + index
+    bits = _splitmix64(_splitmix64(counter + key))
+    top24 = tf.cast(_shift_right(bits, 40), tf.float32)
+    return tf.broadcast_to(top24 * (1.0 / (1 << 24)), shape)
+
+
 class Draws:
     """Random numbers for the blocks: stateful (Keras) or stateless (seeded).
 
     Args:
       seed_generator: a `keras.random.SeedGenerator`, or None for stateless.
-      seed: int64 [2] seed of the stateless ops (when seed_generator is None).
+      seed: int64 [2] seed of the stateless draws (when seed_generator is
+        None): `hash_uniform`, the same in eager, graph and XLA.
     """
 
     def __init__(self, seed_generator=None, seed=None):
@@ -72,33 +123,45 @@ class Draws:
             return keras.random.uniform(
                 shape, minval, maxval, "float32", seed=self.seed_generator
             )
-        seed = self.seed + tf.constant([stream, 7919 * stream], tf.int64)
-        return tf.random.stateless_uniform(shape, seed, minval, maxval, tf.float32)
+        return minval + (maxval - minval) * hash_uniform(shape, self.seed, stream)
 
     def normal(self, shape, stream, mean=0.0, stddev=1.0):
         if self.seed_generator is not None:
             return keras.random.normal(
                 shape, mean, stddev, "float32", seed=self.seed_generator
             )
-        seed = self.seed + tf.constant([stream, 7919 * stream], tf.int64)
-        return tf.random.stateless_normal(shape, seed, mean, stddev, tf.float32)
+        # Box-Muller on two independent uniform draws.
+        u1 = 1.0 - hash_uniform(shape, self.seed, stream)  # (0, 1]
+        u2 = hash_uniform(shape, self.seed, stream + 1_000_003)
+        radius = tf.sqrt(-2.0 * tf.math.log(u1))
+        return mean + stddev * radius * tf.cos(2.0 * 3.141592653589793 * u2)
 
 
 def input_seed(x, lengths):
     """int64 [2] seed that is a function of the valid frames of x (and lengths).
 
-    The float bits of every valid value, weighted by their position, summed
-    (int64 arithmetic wraps): the same batch gives the same seed.
+    The float bits of every valid value, weighted by its place (utterance,
+    frame, feature: not by the padded length), summed (int64 arithmetic
+    wraps): the same utterances give the same seed, however padded.
     """
-    valid = tf.sequence_mask(lengths, tf.shape(x)[1])
+    x = tf.convert_to_tensor(x)
+    valid = _expand_like(tf.sequence_mask(lengths, tf.shape(x)[1]), x)
     bits = tf.cast(tf.bitcast(tf.cast(x, tf.float32), tf.int32), tf.int64)
-    bits = tf.where(_expand_like(valid, bits), bits, tf.zeros_like(bits))
-    position = tf.cast(tf.range(tf.size(bits)), tf.int64)
-    flat = tf.reshape(bits, [-1])
-    a = tf.reduce_sum(flat * (2 * position + 1))
-    b = tf.reduce_sum(flat ^ (position * 0x9E3779B1)) + tf.reduce_sum(
-        tf.cast(lengths, tf.int64)
+    shape = tf.shape(bits, out_type=tf.int64)
+    b = tf.range(shape[0])[:, None]
+    t = tf.range(shape[1])[None, :]
+    per_frame = tf.reduce_prod(shape[2:])  # values per frame
+    frame_start = (b * 1_000_003 + t) * per_frame  # [B, T]
+    within = tf.reshape(tf.range(per_frame), tf.concat([[1, 1], shape[2:]], 0))
+    position = (
+        tf.reshape(frame_start, tf.concat([shape[:2], tf.ones_like(shape[2:])], 0))
+        + within
     )
+    zero = tf.zeros_like(bits)
+    a = tf.reduce_sum(tf.where(valid, bits * (2 * position + 1), zero))
+    b = tf.reduce_sum(
+        tf.where(valid, bits ^ (position * 0x9E3779B1), zero)
+    ) + tf.reduce_sum(tf.cast(lengths, tf.int64))
     return tf.stack([a, b])
 
 
@@ -401,6 +464,9 @@ class SpecAugment(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        # Float32 only, as the feature layers before it (mixed precision
+        # starts after the front end).
+        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.supports_masking = True
         domain_ids = list(domain_ids)

@@ -70,8 +70,12 @@ def _show(value):
 def first_bad(bad, values):
     """(the first value where `bad` holds, its index) for messages.
 
-    Outside XLA only (it uses tf.where, whose size is data-dependent).
+    Under XLA, which checks nothing, zeros (tf.where's size is
+    data-dependent, which XLA cannot compile).
     """
+    if in_xla_context():
+        zero = tf.zeros([1, len(bad.shape)], tf.int64)
+        return tf.zeros([1], values.dtype), zero
     index = tf.where(bad)[:1]
     return tf.gather_nd(values, index), index
 

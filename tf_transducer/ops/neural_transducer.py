@@ -254,3 +254,60 @@ def aligned_log_probs(log_probs, positions, targets):
     """log_probs [B, NB, U + 1, W, V] at each output's (block, labels before
     it, index, target): [B, NB, W]."""
     return tf.gather(aligned_rows(log_probs, positions), targets, batch_dims=3)
+
+
+def left_aligned(values, mask):
+    """values [B, N] where mask [B, N] holds, moved to the front (stable
+    order), and their counts [B]; the rest of each row is 0."""
+    mask = tf.cast(mask, tf.bool)
+    order = tf.argsort(tf.cast(~mask, tf.int32), axis=1, stable=True)
+    counts = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+    gathered = tf.gather(values, order, batch_dims=1)
+    keep = tf.range(tf.shape(values)[1])[None] < counts[:, None]
+    return tf.where(keep, gathered, tf.zeros_like(gathered)), counts
+
+
+def edit_distance(hyp, hyp_lengths, ref, ref_lengths):
+    """Levenshtein distances [B] between hyp [B, L1] and ref [B, L2] (int
+    labels; each row's first hyp_lengths / ref_lengths entries), float32.
+
+    The dynamic programme D[i, j] = min(D[i - 1, j] + 1, D[i, j - 1] + 1,
+    D[i - 1, j - 1] + [hyp[i - 1] != ref[j - 1]]) one anti-diagonal k = i + j
+    at a time (each needs the two before it), so it is a tf.scan of vector
+    steps that XLA compiles (tf.edit_distance's sparse inputs it cannot).
+    """
+    hyp = tf.convert_to_tensor(hyp)
+    ref = tf.cast(tf.convert_to_tensor(ref), hyp.dtype)
+    hyp_lengths = tf.cast(hyp_lengths, tf.int32)
+    ref_lengths = tf.cast(ref_lengths, tf.int32)
+    batch = tf.shape(hyp)[0]
+    len1, len2 = tf.shape(hyp)[1], tf.shape(ref)[1]
+    i = tf.range(len1 + 1)[None]  # [1, L1 + 1]
+    big = tf.cast(len1 + len2 + 1, tf.float32)
+    previous_hyp = tf.pad(hyp, [[0, 0], [1, 0]])  # hyp[i - 1] at i
+
+    def step(carry, k):
+        d1, d2 = carry  # diagonals k - 1 and k - 2 (index i)
+        j = k - i
+        inside = (j >= 0) & (j <= len2)
+        # ref[j - 1] at each i (any value where j is out of range)
+        ref_at = tf.gather(
+            tf.pad(ref, [[0, 0], [1, 0]]), tf.clip_by_value(j[0], 0, len2), axis=1
+        )
+        cost = tf.cast(tf.not_equal(previous_hyp, ref_at), tf.float32)
+        shifted1 = tf.pad(d1[:, :-1], [[0, 0], [1, 0]], constant_values=big)
+        shifted2 = tf.pad(d2[:, :-1], [[0, 0], [1, 0]], constant_values=big)
+        best = tf.minimum(tf.minimum(shifted1 + 1, d1 + 1), shifted2 + cost)
+        edge = tf.cast(tf.broadcast_to(k, tf.shape(best)), tf.float32)
+        best = tf.where((i == 0) | (j == 0), edge, best)  # D[0, j] = j, D[i, 0] = i
+        best = tf.where(inside, best, big)
+        return best, d1
+
+    start = tf.fill(tf.stack([batch, len1 + 1]), big)
+    diagonals, _ = tf.scan(
+        step, tf.range(len1 + len2 + 1), initializer=(start, start)
+    )  # [K, B, L1 + 1]
+    final = tf.gather(
+        tf.transpose(diagonals, [1, 0, 2]), hyp_lengths + ref_lengths, batch_dims=1
+    )  # [B, L1 + 1]
+    return tf.gather(final, hyp_lengths, batch_dims=1)
