@@ -182,7 +182,20 @@ class Harnessed(keras.Model):
         self.call_kwargs = dict(call_kwargs or {})
 
     def call(self, inputs):
+        self._specs = [(list(x.shape), x.dtype.name) for x in inputs]
         return self.inner(*inputs, **self.call_kwargs)
+
+    def get_build_config(self):
+        return {"specs": self._specs}
+
+    def build_from_config(self, config):
+        """Builds by a call on zeros shaped as the saved model's inputs."""
+        self(
+            [
+                tf.zeros([d or 1 for d in shape], dtype)
+                for shape, dtype in config["specs"]
+            ]
+        )
 
     def get_config(self):
         config = super().get_config()
@@ -211,9 +224,9 @@ def check_tflite(fn, owner, inputs, want, atol):
     names = [f"input_{i}" for i in range(len(inputs))]
     flat_want = tf.nest.flatten(to_numpy(want))
     specs = [
-        tf.TensorSpec([1, *([None] * (np.ndim(x) - 1))], tf.as_dtype(np.asarray(x).dtype))
+        tf.TensorSpec([1] + [None] * (np.ndim(x) - 1), np.asarray(x).dtype)
         for x in inputs
-    ]  # fmt: skip
+    ]
 
     def outputs(*args):
         return {f"output_{i}": y for i, y in enumerate(tf.nest.flatten(fn(*args)))}
