@@ -36,19 +36,19 @@ def each(layer_out, lengths):
 
 LAYERS = {
     "LogMelSpectrogram": dict(
-        make=lambda: tt.LogMelSpectrogram(sample_rate=8000, n_mels=16),
+        make=lambda: tt.LogMelSpectrogram(8000, 20.0, 10.0, n_mels=16, f_max=3800.0),
         inputs=(AUDIO, AUDIO_LENGTHS),
         padding=Padding(0, 1, values_and_lengths, zero_after=True),
         tflite=True,
     ),
     "Mfcc": dict(
-        make=lambda: tt.Mfcc(sample_rate=8000),
+        make=lambda: tt.Mfcc(sample_rate=8000, n_coefficients=13),
         inputs=(AUDIO, AUDIO_LENGTHS),
         padding=Padding(0, 1, values_and_lengths, zero_after=True),
         tflite=True,
     ),
     "FrameStacking": dict(
-        make=lambda: tt.FrameStacking(2, 2, stride=2),
+        make=lambda: tt.FrameStacking(3, 1, stride=2),
         inputs=(FEATURES, FEATURE_LENGTHS),
         padding=Padding(0, 1, values_and_lengths, zero_after=True),
         tflite=True,
@@ -61,7 +61,7 @@ LAYERS = {
         atol=1e-4,
     ),
     "FeatureNormalization/global": dict(
-        make=lambda: tt.FeatureNormalization("global"),
+        make=lambda: tt.FeatureNormalization("global", 1e-3),
         inputs=(FEATURES, FEATURE_LENGTHS),
         padding=Padding(0, 1, values_and_lengths, zero_after=True),
         tflite=True,
@@ -80,8 +80,25 @@ LAYERS = {
         padding=Padding(0, 1, lambda out: [(out, FEATURE_LENGTHS)], zero_after=False),
         xla=True,
     ),
+    "SpecAugment/domains": dict(  # every kind of option in the config
+        make=lambda: tt.SpecAugment(
+            domain_ids=[0, 4],
+            time_mask_count=[1, 2],
+            freq_warp_max_bins=3,
+            time_warp_bound="dynamic",
+            time_warp_max_ratio=0.1,
+            use_noise=True,
+            unstack=True,
+            stack_height=2,
+            freq_noise_warmup_steps=5,
+            seed=11,
+        ),
+        inputs=(FEATURES, FEATURE_LENGTHS),
+        call_kwargs=dict(training=False),  # the identity
+        padding=Padding(0, 1, lambda out: [(out, FEATURE_LENGTHS)]),
+    ),
     "TransducerEncoder": dict(
-        make=lambda: tt.layers.TransducerEncoder(8, 2, 3),
+        make=lambda: tt.layers.TransducerEncoder(8, 2, 3, 0.1),
         inputs=(FEATURES, FEATURE_LENGTHS),
         call_kwargs=dict(training=False),
         padding=Padding(0, 1, values_and_lengths),

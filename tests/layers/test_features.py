@@ -1,6 +1,5 @@
 """Feature layers vs float64 numpy references, padding, TFLite, config."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -116,13 +115,6 @@ def test_padding_does_not_change_features(name):
         np.testing.assert_allclose(got_a[i, : n_a[i]], got_b[i, : n_b[i]], atol=1e-5)
 
 
-def test_eager_and_tf_function_agree():
-    x, lengths = audio_batch([8000, 4000], 8000, seed=5)
-    eager = chain(x, lengths)[0]
-    graph = tf.function(chain)(x, lengths)[0]
-    np.testing.assert_allclose(eager, graph, atol=1e-5)
-
-
 def lite_run(fn, x, lengths):
     from ai_edge_litert.interpreter import Interpreter
 
@@ -154,25 +146,6 @@ def test_tflite_with_builtins_matches_keras(name):
     got_lengths = next(o for o in outputs if o.ndim == 1)
     np.testing.assert_array_equal(got_lengths, want_lengths)
     np.testing.assert_allclose(got, want, atol=1e-4)
-
-
-@pytest.mark.parametrize(
-    "layer",
-    [
-        LogMelSpectrogram(8000, 20.0, 10.0, n_mels=40, f_max=3800.0),
-        Mfcc(n_coefficients=13),
-        FrameStacking(3, 1, 2),
-        FeatureNormalization("global", 1e-3),
-    ],
-    ids=lambda layer: type(layer).__name__,
-)
-def test_config_round_trip(layer):
-    clone = type(layer).from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
-    restored = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(layer)
-    )
-    assert restored.get_config() == layer.get_config()
 
 
 @pytest.mark.parametrize(

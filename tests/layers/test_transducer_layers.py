@@ -48,21 +48,6 @@ def test_joiner_full_and_pruned_logits_agree():
     np.testing.assert_allclose(joiner.joint(e, d), full[:, :, 1:3], atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "layer",
-    [
-        TransducerEncoder(8, 1, 2, 0.1),
-        PredictionNetwork(5, 4, 6, "stateless", 2),
-        TransducerJoiner(5, 7),
-    ],
-    ids=lambda layer: type(layer).__name__,
-)
-def test_configs_round_trip(layer):
-    assert (
-        type(layer).from_config(layer.get_config()).get_config() == layer.get_config()
-    )
-
-
 def test_bad_arguments():
     with pytest.raises(ValueError, match="stack must be a positive number"):
         TransducerEncoder(stack=0)
