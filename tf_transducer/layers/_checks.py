@@ -55,3 +55,15 @@ def check_positive(name, value, kind=(int, float)):
 def check_non_negative_int(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+
+
+class ListLengths:
+    """Mixin for (values, lengths) layers: lengths may be a Python list or
+    tuple (Keras takes only tensors as positional arguments)."""
+
+    def __call__(self, values, *args, **kwargs):
+        if args and isinstance(args[0], (list, tuple)):
+            args = (tf.convert_to_tensor(args[0]), *args[1:])
+        if isinstance(kwargs.get("lengths"), (list, tuple)):
+            kwargs["lengths"] = tf.convert_to_tensor(kwargs["lengths"])
+        return super().__call__(values, *args, **kwargs)

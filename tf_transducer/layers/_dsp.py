@@ -45,12 +45,12 @@ def power_spectrum(audio, frame_length, frame_step, fft_length):
     # At least one frame is computed (an empty RFFT fails), then sliced off.
     audio = tf.pad(audio, [[0, 0], [0, tf.maximum(frame_length - n, 0)]])
     frames = tf.signal.frame(audio, frame_length, frame_step, pad_end=False)
-    frames = frames[:, :frames_in_n]
     window = tf.signal.hann_window(frame_length, periodic=True, dtype=audio.dtype)
     spectrum = tf.signal.rfft(frames * window, fft_length=[fft_length])
-    return tf.math.square(tf.math.real(spectrum)) + tf.math.square(
+    power = tf.math.square(tf.math.real(spectrum)) + tf.math.square(
         tf.math.imag(spectrum)
     )
+    return power[:, :frames_in_n]
 
 
 def hz_to_mel(hz):

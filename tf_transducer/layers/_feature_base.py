@@ -4,10 +4,10 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import check_positive, resolve_lengths
+from tf_transducer.layers._checks import ListLengths, check_positive, resolve_lengths
 
 
-class SpectralLayer(keras.layers.Layer):
+class SpectralLayer(ListLengths, keras.layers.Layer):
     """Base of the spectrum-based feature layers: framing and power spectrum.
 
     A signal of n samples has 1 + (n - frame) // step frames (none when

@@ -5,13 +5,13 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import check_positive, resolve_lengths
+from tf_transducer.layers._checks import ListLengths, check_positive, resolve_lengths
 
 _MODES = ("utterance", "global")
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class FeatureNormalization(keras.layers.Layer):
+class FeatureNormalization(ListLengths, keras.layers.Layer):
     """(x - mean) / sqrt(variance + epsilon) per feature, over valid frames only.
 
     mode="utterance": mean and variance of each utterance's own frames (an

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from tf_transducer.layers import _dsp
 from tf_transducer.layers._checks import (
+    ListLengths,
     check_non_negative_int,
     check_positive,
     resolve_lengths,
@@ -12,7 +13,7 @@ from tf_transducer.layers._checks import (
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class FrameStacking(keras.layers.Layer):
+class FrameStacking(ListLengths, keras.layers.Layer):
     """Concatenates each kept frame with its neighbours.
 
     Output frame j is centred on input frame c = j * stride and is

@@ -18,7 +18,7 @@ number so that, as in lingvo, sizes and positions are not correlated.
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import resolve_lengths
+from tf_transducer.layers._checks import ListLengths, resolve_lengths
 
 # Parameters that may be given per domain (one value per entry of domain_ids).
 PER_DOMAIN = (
@@ -383,7 +383,7 @@ def _check_domain_value(name, value):
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class SpecAugment(keras.layers.Layer):
+class SpecAugment(ListLengths, keras.layers.Layer):
     """SpecAugment as a Keras layer, with every option of lingvo's augmenter.
 
     In training, per utterance and within its length only: frequency warp,
@@ -565,11 +565,11 @@ class SpecAugment(keras.layers.Layer):
         step=None,
         mask=None,
     ):
-        if not training:
-            return features
         if lengths is None and mask is not None:
             lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
         lengths = resolve_lengths(features, lengths)
+        if not training:
+            return features
         x = tf.cast(features, tf.float32)
         if x.shape.rank == 3:
             x = x[..., tf.newaxis]

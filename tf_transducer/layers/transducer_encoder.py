@@ -3,12 +3,12 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import check_positive, resolve_lengths
+from tf_transducer.layers._checks import ListLengths, check_positive, resolve_lengths
 from tf_transducer.layers.frame_stacking import FrameStacking
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class TransducerEncoder(keras.layers.Layer):
+class TransducerEncoder(ListLengths, keras.layers.Layer):
     """Stacks `stack` frames (keeping every stack-th), then unidirectional LSTMs.
 
     Streaming by construction: output frame j sees input frames up to
