@@ -3,15 +3,18 @@
 `pip install -e .` (or `python setup.py build_ext --inplace`) compiles the
 sources with g++ in parallel, reusing object files whose source and headers
 have not changed, links one shared library and records the TensorFlow version
-it was built against inside the library (cc/common/build_info.cc).
+it was built against inside the library (cc/common/build_info.cc). It prints
+a line per step; VERBOSE=1 shows the commands and the compilers' output.
 """
 
 import concurrent.futures
 import glob
 import hashlib
+import json
 import os
 import shlex
 import subprocess
+import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -36,14 +39,41 @@ OPT_FLAGS = [
 
 
 def _tf_flags():
-    import tensorflow as tf  # Imported late: only a build needs it.
-
-    version = f'-DTF_TRANSDUCER_TF_VERSION="{tf.__version__}"'
-    return (
-        tf.__version__,
-        [*tf.sysconfig.get_compile_flags(), version],
-        (tf.sysconfig.get_link_flags()),
+    """(version, compile flags, link flags) of the installed TensorFlow, asked
+    in a child process whose log lines (CUDA probing) are not shown."""
+    query = (
+        "import json, tensorflow as tf; print(json.dumps([tf.__version__, "
+        "tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()]))"
     )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", query], capture_output=True, text=True, env=env
+    )
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"cannot import TensorFlow to build the ops:\n{result.stderr}"
+        )
+    version, cflags, lflags = json.loads(result.stdout.strip().splitlines()[-1])
+    return version, [*cflags, f'-DTF_TRANSDUCER_TF_VERSION="{version}"'], lflags
+
+
+VERBOSE = os.environ.get("VERBOSE", "") not in ("", "0")
+
+
+def _run(cmd, what):
+    """Runs a compiler command: one line of what it does, its full output
+    only when it fails (or with VERBOSE=1: TensorFlow's headers make g++
+    print pages of warnings that are not ours)."""
+    print(what, flush=True)
+    if VERBOSE:
+        print(" ".join(shlex.quote(c) for c in cmd), flush=True)
+        subprocess.run(cmd, check=True, cwd=ROOT)
+        return
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(" ".join(shlex.quote(c) for c in cmd))
+        print(result.stdout + result.stderr, flush=True)
+        raise subprocess.CalledProcessError(result.returncode, cmd)
 
 
 class BuildTfOps(build_ext):
@@ -72,16 +102,14 @@ class BuildTfOps(build_ext):
             ):
                 return obj
             cmd = [cxx, "-c", src, "-o", obj, "-I", ROOT, *cflags, *OPT_FLAGS]
-            print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-            subprocess.run(cmd, check=True, cwd=ROOT)
+            _run(cmd, f"compiling {src}")
             return obj
 
         jobs = max(1, os.cpu_count() or 1)
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             objs = list(pool.map(compile_one, ext.sources))
         cmd = [cxx, "-shared", *objs, "-o", out, *lflags]
-        print(" ".join(shlex.quote(c) for c in cmd), flush=True)
-        subprocess.run(cmd, check=True, cwd=ROOT)
+        _run(cmd, f"linking {out}")
 
 
 setup(
