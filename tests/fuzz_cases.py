@@ -67,9 +67,7 @@ def mi_cases(rng, i):
     px = rng.normal(size=(B, S, T if modified else T + 1))
     py = rng.normal(size=(B, S + 1, T))
     s_end = rng.integers(0, S + 1, B)
-    t_end = rng.integers(S if modified else 0, T + 1, B) if modified else rng.integers(
-        0, T + 1, B
-    )
+    t_end = rng.integers(S if modified else 0, T + 1, B)
     boundary = np.stack([np.zeros(B, int), np.zeros(B, int), s_end, t_end], 1)
     fn = [tt.mutual_information_recursion, tt.mutual_information_recursion_tf][i % 2]
     kind = ["legal", "big", "neg_inf", "nan_px", "inf_py", "bad_boundary",
@@ -135,9 +133,7 @@ def rnnt_cases(rng, i):
         want = rnnt_loss_reference(logits, symbols, 0, bnd, "modified")
         return Case(
             kind,
-            lambda: tt.rnnt_loss(
-                logits, symbols, 0, bnd, "modified", reduction="none"
-            ),
+            lambda: tt.rnnt_loss(logits, symbols, 0, bnd, "modified", reduction="none"),
             check=close(want),
         )
     if kind == "labels_-1":
@@ -161,7 +157,9 @@ def rnnt_cases(rng, i):
     if kind == "reduction":
         return Case(
             kind,
-            lambda: tt.rnnt_loss(logits, symbols, 0, reduction=rng.choice([None, "avg"])),
+            lambda: tt.rnnt_loss(
+                logits, symbols, 0, reduction=rng.choice([None, "avg"])
+            ),
             False,
             ["reduction"],
         )
@@ -319,8 +317,11 @@ def feature_cases(rng, i):
             close(want[0])(got[0])))  # fmt: skip
     if kind == "batch":
         return Case(kind, lambda: layer(audio, lengths[:1]), False, ["lengths"])
-    stack = [tt.FrameStacking(1, 1), tt.FeatureNormalization(),
-             tt.SpecAugment(time_mask_max_frames=2, time_mask_count=1)][i % 3]  # fmt: skip
+    stack = [
+        tt.FrameStacking(1, 1),
+        tt.FeatureNormalization(),
+        tt.SpecAugment(time_mask_max_frames=2, time_mask_count=1),
+    ][i % 3]
     features = rng.normal(size=(B, 9, 4)).astype(np.float32)
     return Case(kind, lambda: stack(features, [9, 12]), False, ["lengths"])
 

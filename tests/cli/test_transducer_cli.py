@@ -106,7 +106,7 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
     for target in (8000, 16000, 44100, 48000):
         wav = tmp_path / f"a{target}.wav"
         sf.write(wav, resample(audio, rate, target), target, subtype="PCM_16")
-        if target in (16000, 44100):  # the command line
+        if target == 44100:  # the command line
             texts[target] = ok(run("transcribe", export_dir=export_dir, wav=wav))
             texts[target] = texts[target].stdout.strip()
         else:  # the same through the library, which the command line uses
@@ -167,8 +167,9 @@ def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
     epochs = [line.split(",")[0] for line in (run_dir / "history.csv").open()][1:]
     assert epochs == ["0", "1", "2"]
     model_time = os.path.getmtime(run_dir / "best.keras")
-    result = ok(run("train", **flags))
-    assert "training finished earlier (all 3 epochs" in result.stdout
+    # The same run again (through the library, as the command line calls it).
+    _, _, history = recipe.train(**kwargs)
+    assert history is None
     assert os.path.getmtime(run_dir / "best.keras") == model_time
     result = run("train", **dict(flags, epochs=4, encoder_units=8))
     assert result.returncode == 1

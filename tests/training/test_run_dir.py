@@ -1,0 +1,72 @@
+"""RunDirectory: what training again in a run's folder does."""
+
+import json
+
+import pytest
+
+from tf_transducer.training import RunDirectory
+
+CONFIG = {"model": {"units": 16, "layers": [1, 2]}, "training": {"epochs": 3}}
+
+
+def test_new_run_writes_its_config_and_starts(tmp_path, capsys):
+    run = RunDirectory(str(tmp_path / "r"), CONFIG, owned=("best.keras",))
+    saved = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert saved == {"config": CONFIG, "state": {"epochs_done": 0}}
+    assert run.announce(3) == "start"
+    assert "training from epoch 1 of 3" in capsys.readouterr().out
+
+
+def test_same_config_resumes_or_is_done(tmp_path, capsys):
+    folder = tmp_path / "r"
+    run = RunDirectory(str(folder), CONFIG)
+    (folder / "backup").mkdir()
+    (folder / "backup" / "training_metadata.json").write_text('{"epoch": 2}')
+    run.save_state(epochs_done=2, best=1.5, best_epoch=2)
+    again = RunDirectory(str(folder), json.loads(json.dumps(CONFIG)))
+    assert again.state["best"] == 1.5 and again.resume_epoch() == 2
+    assert again.announce(3) == "resume"
+    assert "resuming at epoch 3 of 3" in capsys.readouterr().out
+    again.save_state(finished=True, stopped="all 3 epochs")
+    assert RunDirectory(str(folder), CONFIG).announce(3) == "done"
+    assert "training finished earlier (all 3 epochs)" in capsys.readouterr().out
+
+
+def test_another_config_is_refused_naming_each_difference(tmp_path):
+    folder = tmp_path / "r"
+    RunDirectory(str(folder), CONFIG)
+    other = {"model": {"units": 8, "layers": [1, 2]}, "training": {"epochs": 3}}
+    with pytest.raises(ValueError, match=r"model.units: 16 -> 8\); use --overwrite"):
+        RunDirectory(str(folder), other)
+    # A model written without run.json is refused too.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "best.keras").write_text("x")
+    with pytest.raises(ValueError, match="already holds best.keras from a run without"):
+        RunDirectory(str(bare), CONFIG, owned=("best.keras",))
+
+
+def test_overwrite_removes_only_what_runs_write(tmp_path):
+    folder = tmp_path / "r"
+    RunDirectory(str(folder), CONFIG, owned=("best.keras", "summaries"))
+    (folder / "best.keras").write_text("x")
+    (folder / "summaries").mkdir()
+    (folder / "notes.txt").write_text("the user's")
+    run = RunDirectory(
+        str(folder), {"other": 1}, owned=("best.keras", "summaries"), overwrite=True
+    )
+    assert run.state == {"epochs_done": 0}
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "run.json"]
+
+
+def test_history_of_epochs_the_backup_lacks_is_dropped(tmp_path):
+    run = RunDirectory(str(tmp_path), CONFIG)
+    (tmp_path / "history.csv").write_text("epoch,loss\n0,3.0\n1,2.0\n2,1.5\n")
+    run.trim_history("history.csv", 2)
+    assert (tmp_path / "history.csv").read_text() == "epoch,loss\n0,3.0\n1,2.0\n"
+
+
+def test_unreadable_run_file_is_named(tmp_path):
+    (tmp_path / "run.json").write_text("{oops")
+    with pytest.raises(ValueError, match="run.json: unreadable run file"):
+        RunDirectory(str(tmp_path), CONFIG)
