@@ -1,6 +1,7 @@
 // exp and log1p on the ranges a log-space recursion needs, written so that a
 // compiler can vectorise a loop over them (no calls, no branches, only
-// selects), for float and double.
+// selects), for float and double; the CUDA kernels call the same functions
+// (TT_HOST_DEVICE).
 //
 //   ExpNonPositive(x), x in [-inf, 0]:  exp(x); 0 below the smallest normal
 //     result.  Range reduction x = n ln2 + r, |r| <= ln2 / 2, with ln2 split
@@ -21,7 +22,8 @@
 #define TF_TRANSDUCER_CC_KERNELS_LOG_SPACE_MATH_H_
 
 #include <cstdint>
-#include <cstring>
+
+#include "cc/kernels/device.h"
 
 namespace tf_transducer {
 namespace log_space_math {
@@ -61,14 +63,6 @@ struct Traits<double> {
   static constexpr int kAtanhTerms = 11;
 };
 
-template <typename To, typename From>
-inline To BitCast(From x) {
-  static_assert(sizeof(To) == sizeof(From), "sizes differ");
-  To y;
-  std::memcpy(&y, &x, sizeof(To));
-  return y;
-}
-
 // Polynomial coefficients, built at compile time.
 template <typename T, int N>
 struct Coefficients {
@@ -96,7 +90,7 @@ constexpr Coefficients<T, N> InverseOdds() {
 }
 
 template <typename T>
-inline T ExpNonPositive(T x) {
+TT_HOST_DEVICE inline T ExpNonPositive(T x) {
   using Tr = Traits<T>;
   using Int = typename Tr::Int;
   const T xc = x < Tr::kMinExpArg ? Tr::kMinExpArg : x;
@@ -107,7 +101,7 @@ inline T ExpNonPositive(T x) {
   const Int n_int = BitCast<Int>(shifted) - BitCast<Int>(Tr::kRoundMagic);
   const T r = (xc - n * Tr::kLn2Hi) - n * Tr::kLn2Lo;
   // Horner on the Taylor coefficients 1 / i!.
-  static constexpr auto kC = InverseFactorials<T, Tr::kExpDegree + 1>();
+  constexpr auto kC = InverseFactorials<T, Tr::kExpDegree + 1>();
   T p = kC.c[Tr::kExpDegree];
   for (int i = Tr::kExpDegree - 1; i >= 0; --i) p = p * r + kC.c[i];
   const T scale = BitCast<T>(
@@ -116,7 +110,7 @@ inline T ExpNonPositive(T x) {
 }
 
 template <typename T>
-inline T Log1pUnit(T e) {
+TT_HOST_DEVICE inline T Log1pUnit(T e) {
   using Tr = Traits<T>;
   constexpr T kSqrt2Minus1 = T(0.41421356237309504880);
   const bool halve = e > kSqrt2Minus1;
@@ -124,7 +118,7 @@ inline T Log1pUnit(T e) {
   // keep the compiler from vectorising).
   const T u = (halve ? e - T(1) : e) / (e + (halve ? T(3) : T(2)));
   const T u2 = u * u;
-  static constexpr auto kC = InverseOdds<T, Tr::kAtanhTerms>();
+  constexpr auto kC = InverseOdds<T, Tr::kAtanhTerms>();
   T sum = kC.c[Tr::kAtanhTerms - 1];
   for (int i = Tr::kAtanhTerms - 2; i >= 0; --i) sum = sum * u2 + kC.c[i];
   return (halve ? Tr::kLn2 : T(0)) + T(2) * u * sum;
@@ -135,7 +129,8 @@ inline T Log1pUnit(T e) {
 
 // Compiles a function for several instruction sets; the loader picks the
 // best one the CPU has (the library itself is built without -march).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__CUDACC__)
 #define TF_TRANSDUCER_CLONES \
   __attribute__((target_clones("default", "avx2", "avx512f")))
 #else

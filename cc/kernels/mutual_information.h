@@ -1,45 +1,4 @@
-// The mutual-information (MI) recursion behind the k2 / fast_rnnt RNN-T
-// losses, on the CPU.
-//
-// Inputs, for one sequence b (b is dropped below):
-//   px: [S, T1], T1 = T + 1 ("regular") or T1 = T ("modified")
-//   py: [S + 1, T]
-//   a rectangle (s_begin, t_begin, s_end, t_end) with
-//   0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T.
-//
-// With r = 1 for regular and r = 0 for modified, an x-step leaves (s, t) for
-// (s + 1, t + 1 - r) with weight px[s, t], and a y-step leaves (s, t) for
-// (s, t + 1) with weight py[s, t].  Forward log-scores over the rectangle:
-//
-//   alpha[s_begin, t_begin] = 0
-//   alpha[s, t] = log_add(x_in, y_in),
-//     x_in = alpha[s - 1, t - 1 + r] + px[s - 1, t - 1 + r]
-//     y_in = alpha[s, t - 1]         + py[s, t - 1]
-//
-// where a term whose source lies outside the rectangle is -inf.  The score is
-// alpha[s_end, t_end], the log-sum over all monotonic paths.
-//
-// The gradient of the score is the occupation probability of each step.  A
-// path through (s, t) arrived by its x-step with probability
-// wx[s, t] = exp(x_in - alpha[s, t]) and by its y-step with
-// wy[s, t] = exp(y_in - alpha[s, t]).  With g[s, t] the probability that a
-// path passes through (s, t):
-//
-//   g[s_end, t_end] = 1                  (0 when no path exists)
-//   px_grad[s, t]   = g[s + 1, t + 1 - r] * wx[s + 1, t + 1 - r]
-//   py_grad[s, t]   = g[s, t + 1]         * wy[s, t + 1]
-//   g[s, t]         = px_grad[s, t] + py_grad[s, t]
-//
-// for every step that stays inside the rectangle; every other entry is 0.
-// The forward pass gets wx and wy almost for free: with hi = max(x_in, y_in)
-// and e = exp(min(x_in, y_in) - hi), alpha = hi + log1p(e), and the weights
-// are 1 / (1 + e) for the larger term and e / (1 + e) for the smaller, both
-// to full relative precision.  The kernel stores e with the sign of "x_in >=
-// y_in" (+e: x is the larger, -e: y is; the sign of zero counts), one number
-// per cell, and the backward pass decodes the weights from it: it needs no
-// exp or log and never reads px or py.  A cell that no path reaches gets
-// e = +0; its own g is 0 and every reached successor gives it weight 0, so
-// no NaN can arise.
+// The MI recursion (mutual_information_cell.h) on the CPU.
 //
 // Both recursions depend only on the previous (forward) or next (backward)
 // "diagonal" k = t + r * s: an x-step and a y-step both raise k by one.  The
@@ -61,72 +20,11 @@
 #include <vector>
 
 #include "cc/kernels/log_space_math.h"
+#include "cc/kernels/mutual_information_cell.h"
 
 namespace tf_transducer {
 
-// One batch of MI problems, in the layout the CPU kernel uses.  Pointers are
-// to row-major buffers; `alpha` and `e` are scratch of buffer_size()
-// elements.
-template <typename T>
-struct MutualInformationProblem {
-  int64_t batch;  // B
-  int64_t S;
-  int64_t T_len;            // T
-  int64_t T1;               // T + 1 (regular) or T (modified)
-  const T* px;              // [B, S, T1]
-  const T* py;              // [B, S + 1, T]
-  const int64_t* boundary;  // [B, 4]: s_begin, t_begin, s_end, t_end
-  T* scores;                // [B]
-  T* px_grad;               // [B, S, T1]
-  T* py_grad;               // [B, S + 1, T]
-  T* alpha;                 // [B, K, row_stride()]: alpha, then g
-  T* e;                     // [B, K, row_stride()]: signed e
-
-  int64_t r() const { return T1 == T_len + 1 ? 1 : 0; }
-  int64_t width() const { return S + 1; }
-  int64_t num_diagonals() const { return T_len + r() * S + 1; }
-  // Rows padded to whole cache lines: threads that work on neighbouring
-  // ranges of s then never write to the same line (when the ranges start at
-  // multiples of kCellsPerLine).
-  static constexpr int64_t kCellsPerLine = 64 / sizeof(T);
-  int64_t row_stride() const {
-    return (width() + kCellsPerLine - 1) / kCellsPerLine * kCellsPerLine;
-  }
-  int64_t buffer_size() const { return batch * num_diagonals() * row_stride(); }
-};
-
-// A tile of the grid: s in [s0, s1), t in [t0, t1).
-struct MutualInformationTile {
-  int64_t s0, s1, t0, t1;
-};
-
 namespace mi_internal {
-
-struct Rect {
-  int64_t s_begin, t_begin, s_end, t_end;
-};
-
-template <typename T>
-inline Rect RectOf(const MutualInformationProblem<T>& p, int64_t b) {
-  const int64_t* row = p.boundary + 4 * b;
-  return {row[0], row[1], row[2], row[3]};
-}
-
-// The cells s in [lo, hi] of diagonal k that lie in the rectangle and in the
-// tile; lo > hi when there are none.
-inline void DiagonalRange(const Rect& rc, const MutualInformationTile& tile,
-                          int64_t r, int64_t k, int64_t* lo, int64_t* hi) {
-  const int64_t t_lo = std::max(rc.t_begin, tile.t0);
-  const int64_t t_hi = std::min(rc.t_end, tile.t1 - 1);
-  *lo = std::max(rc.s_begin, tile.s0);
-  *hi = std::min(rc.s_end, tile.s1 - 1);
-  if (r == 1) {  // t = k - s
-    *lo = std::max(*lo, k - t_hi);
-    *hi = std::min(*hi, k - t_lo);
-  } else if (k < t_lo || k > t_hi) {  // t = k
-    *hi = *lo - 1;
-  }
-}
 
 // The diagonals [k_lo, k_hi] that cross the tile.
 inline void TileDiagonals(const MutualInformationTile& tile, int64_t r,
@@ -136,28 +34,11 @@ inline void TileDiagonals(const MutualInformationTile& tile, int64_t r,
 }
 
 // The arithmetic of one diagonal: on entry a[i] = x_in and e[i] = y_in of n
-// cells; on exit alpha and signed e (see the top of this file).
+// cells; on exit alpha and signed e (CombineCell on each; the loop
+// vectorises).
 template <typename T>
 inline void CombineDiagonalImpl(int64_t n, T* __restrict a, T* __restrict e) {
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  constexpr T kInf = std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < n; ++i) {
-    // A term is NaN only as +inf + -inf: a score that overflowed, plus a
-    // step that does not exist; it counts as no step.
-    const T x_in = a[i] == a[i] ? a[i] : kNegInf;
-    const T y_in = e[i] == e[i] ? e[i] : kNegInf;
-    const bool x_larger = x_in >= y_in;
-    const T larger = x_larger ? x_in : y_in;
-    const T smaller = x_larger ? y_in : x_in;
-    // Unreached (larger = -inf): ratio 0; overflowed (larger = +inf):
-    // alpha stays +inf.  Every operation runs for every lane (no -inf - -inf
-    // or inf - inf), so the loop vectorises.
-    const T shift = larger > kNegInf && larger < kInf ? larger : T(0);
-    const T diff = smaller - shift;
-    const T ratio = log_space_math::ExpNonPositive(diff < T(0) ? diff : T(0));
-    a[i] = larger + log_space_math::Log1pUnit(ratio);
-    e[i] = x_larger ? ratio : -ratio;
-  }
+  for (int64_t i = 0; i < n; ++i) CombineCell(a[i], e[i], a + i, e + i);
 }
 
 // The weights of n cells from their signed e: wx[i] = P(x-step in),
@@ -165,13 +46,7 @@ inline void CombineDiagonalImpl(int64_t n, T* __restrict a, T* __restrict e) {
 template <typename T>
 inline void DecodeWeightsImpl(int64_t n, const T* __restrict e,
                               T* __restrict wx, T* __restrict wy) {
-  for (int64_t i = 0; i < n; ++i) {
-    const T ratio = std::abs(e[i]);
-    const T inv = T(1) / (T(1) + ratio);
-    const bool x_larger = !std::signbit(e[i]);
-    wx[i] = x_larger ? inv : ratio * inv;
-    wy[i] = x_larger ? ratio * inv : inv;
-  }
+  for (int64_t i = 0; i < n; ++i) DecodeCell(e[i], wx + i, wy + i);
 }
 
 // Compiled for several instruction sets (TF_TRANSDUCER_CLONES).
@@ -276,15 +151,6 @@ void MutualInformationForwardTile(const MutualInformationProblem<T>& p,
     std::copy(x_in, x_in + n, a_cur + lo);
     std::copy(y_in, y_in + n, e_cur + lo);
   }
-}
-
-// The score of sequence b, read after its forward pass (before the backward
-// pass overwrites alpha).
-template <typename T>
-T MutualInformationScore(const MutualInformationProblem<T>& p, int64_t b) {
-  const mi_internal::Rect rc = mi_internal::RectOf(p, b);
-  const int64_t k_end = rc.t_end + p.r() * rc.s_end;
-  return p.alpha[(b * p.num_diagonals() + k_end) * p.row_stride() + rc.s_end];
 }
 
 // Computes g, px_grad and py_grad for sequence b's cells in `tile`, diagonal

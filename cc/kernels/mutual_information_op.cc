@@ -1,12 +1,14 @@
-// CPU kernel of TfTransducerMutualInformation.  The recursion and the
-// gradient are written out in mutual_information.h.
+// Kernels of TfTransducerMutualInformation, CPU and (built with
+// GOOGLE_CUDA) GPU.  The recursion and the gradient are written out in
+// mutual_information_cell.h; this file checks the inputs, allocates and
+// calls functor::MutualInformation.
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "cc/kernels/mutual_information.h"
-#include "cc/kernels/mutual_information_cpu.h"
+#include "cc/kernels/mutual_information_functor.h"
+#include "cc/kernels/op_device.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -23,7 +25,7 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 using ::tensorflow::errors::InvalidArgument;
 
-template <typename Scalar>
+template <typename Device, typename Scalar>
 class MutualInformationOp : public OpKernel {
  public:
   explicit MutualInformationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -99,7 +101,10 @@ class MutualInformationOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(px.dtype(), scratch, &e));
     p.px = px.flat<Scalar>().data();
     p.py = py.flat<Scalar>().data();
-    p.boundary = bnd.data();
+    Tensor boundary_copy;
+    OP_REQUIRES_OK(ctx,
+                   functor::Int64Input<Device>()(ctx, bnd.data(), 4 * B,
+                                                 &boundary_copy, &p.boundary));
     p.scores = scores->flat<Scalar>().data();
     p.px_grad = px_grad->flat<Scalar>().data();
     p.py_grad = py_grad->flat<Scalar>().data();
@@ -108,10 +113,9 @@ class MutualInformationOp : public OpKernel {
 
     // px and py are checked for NaN / +inf sequence by sequence, inside the
     // parallel work; a sequence that fails is not computed.
-    std::vector<char> illegal(B, 0);
-    RunMutualInformationCpu(
-        p, ctx->device()->tensorflow_cpu_worker_threads()->workers,
-        illegal.data());
+    std::vector<char> illegal;
+    OP_REQUIRES_OK(
+        ctx, functor::MutualInformation<Device, Scalar>()(ctx, p, &illegal));
     if (std::find(illegal.begin(), illegal.end(), 1) != illegal.end()) {
       ReportIllegalValue(ctx, px, "px");
       if (ctx->status().ok()) ReportIllegalValue(ctx, py, "py");
@@ -122,15 +126,17 @@ class MutualInformationOp : public OpKernel {
   // Fails the op if x holds a NaN or +inf, naming the first one.
   static void ReportIllegalValue(OpKernelContext* ctx, const Tensor& x,
                                  const char* name) {
+    std::vector<Scalar> host;
+    OP_REQUIRES_OK(ctx, functor::ReadToHost<Device, Scalar>()(ctx, x, &host));
     const std::vector<int64_t> at = mi_cpu::FirstIllegalValue(
-        x.flat<Scalar>().data(), x.dim_size(1), x.dim_size(2), x.NumElements());
-    OP_REQUIRES(ctx, at.empty(),
-                InvalidArgument(name,
-                                " must be finite or -inf (-inf excludes "
-                                "a step), got ",
-                                x.tensor<Scalar, 3>()(at[0], at[1], at[2]),
-                                " at ", name, "[", at[0], ", ", at[1], ", ",
-                                at[2], "] of shape ", x.shape().DebugString()));
+        host.data(), x.dim_size(1), x.dim_size(2), x.NumElements());
+    OP_REQUIRES(
+        ctx, at.empty(),
+        InvalidArgument(
+            name, " must be finite or -inf (-inf excludes a step), got ",
+            host[(at[0] * x.dim_size(1) + at[1]) * x.dim_size(2) + at[2]],
+            " at ", name, "[", at[0], ", ", at[1], ", ", at[2], "] of shape ",
+            x.shape().DebugString()));
   }
 };
 
@@ -138,10 +144,23 @@ class MutualInformationOp : public OpKernel {
   REGISTER_KERNEL_BUILDER(Name("TfTransducerMutualInformation") \
                               .Device(DEVICE_CPU)               \
                               .TypeConstraint<T>("T"),          \
-                          MutualInformationOp<T>)
+                          MutualInformationOp<functor::CpuDevice, T>)
 
 TF_TRANSDUCER_REGISTER_MI(float);
 TF_TRANSDUCER_REGISTER_MI(double);
 #undef TF_TRANSDUCER_REGISTER_MI
+
+#if GOOGLE_CUDA
+#define TF_TRANSDUCER_REGISTER_MI_GPU(T)                        \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerMutualInformation") \
+                              .Device(tensorflow::DEVICE_GPU)   \
+                              .HostMemory("boundary")           \
+                              .TypeConstraint<T>("T"),          \
+                          MutualInformationOp<functor::GpuDevice, T>)
+
+TF_TRANSDUCER_REGISTER_MI_GPU(float);
+TF_TRANSDUCER_REGISTER_MI_GPU(double);
+#undef TF_TRANSDUCER_REGISTER_MI_GPU
+#endif  // GOOGLE_CUDA
 
 }  // namespace tf_transducer

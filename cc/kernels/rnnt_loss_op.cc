@@ -1,5 +1,6 @@
-// CPU kernels of TfTransducerRnntLoss and TfTransducerRnntLossGrad: the
-// RNN-T loss on full joiner logits, fused.  For logits l[b, t, s, :] (S + 1
+// Kernels of TfTransducerRnntLoss and TfTransducerRnntLossGrad (and their
+// pruned forms), CPU and (built with GOOGLE_CUDA) GPU: the RNN-T loss on
+// joiner logits, fused.  For logits l[b, t, s, :] (S + 1
 // rows per frame, C classes):
 //
 //   n[b, t, s]   = logsumexp_c l[b, t, s, c]                    (pass 1)
@@ -31,8 +32,9 @@
 #include <vector>
 
 #include "cc/kernels/log_space_math.h"
-#include "cc/kernels/mutual_information.h"
-#include "cc/kernels/mutual_information_cpu.h"
+#include "cc/kernels/mutual_information_functor.h"
+#include "cc/kernels/op_device.h"
+#include "cc/kernels/rnnt_loss.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -50,8 +52,6 @@ using ::tensorflow::errors::InvalidArgument;
 using ::tensorflow::thread::ThreadPool;
 
 namespace {
-
-enum class RnntType { kRegular, kModified, kConstrained };
 
 // Reductions keep kLanes partial results so that they vectorise (a single
 // floating-point accumulator cannot be reordered by the compiler).
@@ -129,12 +129,125 @@ RnntType ParseRnntType(const std::string& type) {
                               : RnntType::kConstrained;
 }
 
+// Pass 1 for frame t of sequence b on the CPU: n, px and py of its R rows.
+// Rows outside the boundary are skipped (their px and py stay -inf).
+template <typename Scalar>
+void LogProbsOfFrame(const RnntProblem<Scalar>& pr, int64_t b, int64_t t) {
+  for (int64_t j = 0; j < pr.R; ++j) {
+    const int64_t row = (b * pr.T_len + t) * pr.R + j;
+    const int64_t s = pr.PositionOf(row);
+    if (!pr.RowUsed(b, t, s)) {
+      pr.norms[row] = Scalar(0);
+      continue;
+    }
+    Scalar m, log_sum;
+    LogSumExpParts(pr.logits + row * pr.C, pr.C, &m, &log_sum);
+    pr.WriteRow(b, t, row, s, m, log_sum);
+  }
+}
+
 }  // namespace
+
+namespace functor {
+
+// Pass 1: normalisers, px and py (px and py filled with -inf first: steps
+// that no row provides stay so), then the px rows finished.
+template <typename Device, typename T>
+struct RnntLogProbs;
+
+template <typename T>
+struct RnntLogProbs<CpuDevice, T> {
+  absl::Status operator()(OpKernelContext* ctx, const RnntProblem<T>& pr) {
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    std::fill(pr.px, pr.px + pr.B * pr.S * pr.T1, kNegInf);
+    std::fill(pr.py, pr.py + pr.B * (pr.S + 1) * pr.T_len, kNegInf);
+    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    const int64_t frames = pr.T_len;
+    pool->ParallelFor(pr.B * frames,
+                      ThreadPool::SchedulingParams::Adaptive(pr.R * pr.C * 8),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t i = begin; i < end; ++i) {
+                          LogProbsOfFrame(pr, i / frames, i % frames);
+                        }
+                      });
+    for (int64_t b = 0; b < pr.B; ++b) {
+      for (int64_t s = 0; s < pr.S; ++s) pr.FinishPxRow(b, s);
+    }
+    return absl::OkStatus();
+  }
+};
+
+// Pass 3, the gradient.
+template <typename Device, typename T>
+struct RnntGradient;
+
+template <typename T>
+struct RnntGradient<CpuDevice, T> {
+  absl::Status operator()(OpKernelContext* ctx,
+                          const RnntGradientProblem<T>& p) {
+    const int64_t R = p.R, C = p.C, S = p.S;
+    auto frame = [&](int64_t b, int64_t t) {
+      for (int64_t j = 0; j < R; ++j) {
+        const int64_t row = (b * p.T_len + t) * R + j;
+        const int64_t s = p.ranges ? p.ranges[row] : j;
+        T* g_row = p.grad + row * C;
+        const auto g = RnntGradientRow<T>::Of(p.px_grad, p.py_grad, b, t, s, S,
+                                              p.T_len, p.T1, p.constrained,
+                                              p.emit, p.clamp, p.scale[b]);
+        if (g.gx + g.gy == T(0)) {  // no path uses this row
+          std::fill(g_row, g_row + C, T(0));
+          continue;
+        }
+        // RnntGradientRow::ElementOfRow, with its softmax term vectorised.
+        ScaledNegativeSoftmax(p.logits + row * C, C, p.norms[row], g.gx + g.gy,
+                              g_row);
+        if (s < S) g_row[p.symbols[b * S + s]] += g.gx;
+        g_row[p.blank] += g.gy;
+        if (p.clamp > 0) {
+          for (int64_t c = 0; c < C; ++c) {
+            g_row[c] = g.Clamped(g_row[c], p.clamp);
+          }
+        }
+      }
+    };
+    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    const int64_t frames = p.T_len;
+    pool->ParallelFor(p.B * frames,
+                      ThreadPool::SchedulingParams::Adaptive(R * C * 4),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t i = begin; i < end; ++i) {
+                          frame(i / frames, i % frames);
+                        }
+                      });
+    return absl::OkStatus();
+  }
+};
+
+#if GOOGLE_CUDA
+template <typename T>
+struct RnntLogProbs<GpuDevice, T> {
+  absl::Status operator()(OpKernelContext* ctx, const RnntProblem<T>& pr) {
+    return LaunchResult(gpu::RnntLogProbs(pr, GpuStream(ctx)),
+                        "the RNN-T loss's first pass");
+  }
+};
+
+template <typename T>
+struct RnntGradient<GpuDevice, T> {
+  absl::Status operator()(OpKernelContext* ctx,
+                          const RnntGradientProblem<T>& p) {
+    return LaunchResult(gpu::RnntGradient(p, GpuStream(ctx)),
+                        "the RNN-T loss's gradient");
+  }
+};
+#endif  // GOOGLE_CUDA
+
+}  // namespace functor
 
 // Full logits [B, T, S + 1, C] (kPruned = false: row j of a frame is symbol
 // position s = j) or pruned logits [B, T, R, C] with ranges [B, T, R]
 // (kPruned: row j is position s = ranges[b, t, j]).
-template <typename Scalar, bool kPruned>
+template <typename Device, typename Scalar, bool kPruned>
 class RnntLossOp : public OpKernel {
  public:
   explicit RnntLossOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -257,37 +370,35 @@ class RnntLossOp : public OpKernel {
     Tensor px, py;
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, px_grad->shape(), &px));
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, py_grad->shape(), &py));
-    // Steps that no row of the logits provides (outside the boundary, or
-    // pruned away) stay -inf.
-    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-    px.flat<Scalar>().setConstant(kNegInf);
-    py.flat<Scalar>().setConstant(kNegInf);
 
-    Problem pr;
+    RnntProblem<Scalar> pr;
     pr.B = B;
-    pr.T = T;
+    pr.T_len = T;
     pr.S = S;
     pr.C = C;
     pr.R = R;
     pr.T1 = T1;
-    pr.ranges = ranges;
+    Tensor symbols_copy, boundary_copy, ranges_copy;
+    OP_REQUIRES_OK(ctx,
+                   functor::Int64Input<Device>()(ctx, sym.data(), B * S,
+                                                 &symbols_copy, &pr.symbols));
+    OP_REQUIRES_OK(ctx,
+                   functor::Int64Input<Device>()(ctx, bnd.data(), B * 4,
+                                                 &boundary_copy, &pr.boundary));
+    pr.ranges = nullptr;
+    if (kPruned) {
+      OP_REQUIRES_OK(ctx,
+                     functor::Int64Input<Device>()(ctx, ranges, B * T * R,
+                                                   &ranges_copy, &pr.ranges));
+    }
     pr.logits = logits.flat<Scalar>().data();
-    pr.symbols = sym.data();
-    pr.boundary = bnd.data();
     pr.px = px.flat<Scalar>().data();
     pr.py = py.flat<Scalar>().data();
     pr.norms = norms->flat<Scalar>().data();
-
-    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    const int64_t row_cost = R * C * 8;
-    // Pass 1: normalisers, px and py.
-    pool->ParallelFor(B * T, ThreadPool::SchedulingParams::Adaptive(row_cost),
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t i = begin; i < end; ++i) {
-                          LogProbsOfFrame(pr, i / T, i % T);
-                        }
-                      });
-    FinishPx(pr, delay_penalty);
+    pr.blank = blank_;
+    pr.type = type_;
+    pr.delay_penalty = delay_penalty;
+    OP_REQUIRES_OK(ctx, functor::RnntLogProbs<Device, Scalar>()(ctx, pr));
 
     // Pass 2: the recursion.
     MutualInformationProblem<Scalar> mi;
@@ -307,8 +418,9 @@ class RnntLossOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, scratch, &e));
     mi.alpha = alpha.flat<Scalar>().data();
     mi.e = e.flat<Scalar>().data();
-    std::vector<char> illegal(B, 0);
-    RunMutualInformationCpu(mi, pool, illegal.data());
+    std::vector<char> illegal;
+    OP_REQUIRES_OK(
+        ctx, functor::MutualInformation<Device, Scalar>()(ctx, mi, &illegal));
     for (int64_t b = 0; b < B; ++b) {
       OP_REQUIRES(ctx, !illegal[b],
                   InvalidArgument("logits must be finite or -inf; sequence ", b,
@@ -318,81 +430,12 @@ class RnntLossOp : public OpKernel {
   }
 
  private:
-  struct Problem {
-    int64_t B, T, S, C, R, T1;
-    const Scalar* logits;     // [B, T, R, C]
-    const int64_t* symbols;   // [B, S]
-    const int64_t* ranges;    // [B, T, R], or null: row j is position j
-    const int64_t* boundary;  // [B, 4]
-    Scalar* px;               // [B, S, T1]
-    Scalar* py;               // [B, S + 1, T]
-    Scalar* norms;            // [B, T, R]
-  };
-
-  // Whether row (b, t, s) of the logits takes part in sequence b's lattice.
-  static bool RowUsed(const Problem& pr, int64_t b, int64_t t, int64_t s) {
-    const int64_t* row = pr.boundary + 4 * b;
-    return s >= row[0] && s <= row[2] && t >= row[1] && t < row[3];
-  }
-
-  // Pass 1 for frame t of sequence b: n, px and py of its R rows.  Rows
-  // outside the boundary are skipped (their px and py stay -inf).
-  void LogProbsOfFrame(const Problem& pr, int64_t b, int64_t t) const {
-    const int64_t S = pr.S, C = pr.C, T = pr.T, R = pr.R, T1 = pr.T1;
-    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-    for (int64_t j = 0; j < R; ++j) {
-      const int64_t row = (b * T + t) * R + j;
-      const int64_t s = pr.ranges ? pr.ranges[row] : j;
-      if (!RowUsed(pr, b, t, s)) {
-        pr.norms[row] = Scalar(0);
-        continue;
-      }
-      const Scalar* l = pr.logits + row * C;
-      Scalar m, log_sum;
-      LogSumExpParts(l, C, &m, &log_sum);
-      pr.norms[row] = m + log_sum;  // -inf for a row of -inf logits
-      const bool empty = m == kNegInf && log_sum == Scalar(0);
-      pr.py[(b * (S + 1) + s) * T + t] =
-          empty ? kNegInf : (l[blank_] - m) - log_sum;
-      if (s < S) {
-        pr.px[(b * S + s) * T1 + t] =
-            empty ? kNegInf : (l[pr.symbols[b * S + s]] - m) - log_sum;
-      }
-    }
-  }
-
-  // The -inf column of regular px, the constrained blank and the delay
-  // penalty, which mix rows and frames.
-  void FinishPx(const Problem& pr, Scalar delay_penalty) const {
-    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-    const int64_t S = pr.S, T = pr.T, T1 = pr.T1;
-    for (int64_t b = 0; b < pr.B; ++b) {
-      const int64_t t_end = pr.boundary[4 * b + 3];
-      for (int64_t s = 0; s < S; ++s) {
-        Scalar* px = pr.px + (b * S + s) * T1;
-        if (type_ == RnntType::kRegular) {
-          px[T] = kNegInf;
-          px[t_end] = kNegInf;  // no symbol after the last frame
-        } else if (type_ == RnntType::kConstrained) {
-          const Scalar* py_next = pr.py + (b * (S + 1) + s + 1) * T;
-          for (int64_t t = 0; t < T; ++t) px[t] += py_next[t];
-        }
-        if (delay_penalty > 0) {
-          const Scalar offset = Scalar(t_end - 1) / 2;
-          for (int64_t t = 0; t < T1; ++t) {
-            px[t] += (offset - Scalar(t)) * delay_penalty;
-          }
-        }
-      }
-    }
-  }
-
   int blank_;
   RnntType type_;
 };
 
 // Pass 3: scale[b] * d scores[b] / d logits, for full or pruned logits.
-template <typename Scalar, bool kPruned>
+template <typename Device, typename Scalar, bool kPruned>
 class RnntLossGradOp : public OpKernel {
  public:
   explicit RnntLossGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -454,66 +497,45 @@ class RnntLossGradOp : public OpKernel {
                         scale.shape().DebugString()));
     OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
                 InvalidArgument("termination_symbol must lie in [0, C)"));
-    // The gradient takes the logits' buffer when nothing else holds it (in a
-    // graph the logits usually die here): no new memory, no page faults.
-    // Each row is read before it is written.
-    Tensor* grad = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
-                            {0}, 0, logits.shape(), &grad));
-    const Scalar* l_all = logits.flat<Scalar>().data();
     const int64_t* sym = symbols.flat<int64_t>().data();
-    const Scalar* gx_all = px_grad.flat<Scalar>().data();
-    const Scalar* gy_all = py_grad.flat<Scalar>().data();
-    const Scalar* n_all = norms.flat<Scalar>().data();
-    const Scalar* d = scale.flat<Scalar>().data();
-    Scalar* out = grad->flat<Scalar>().data();
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t s = 0; s < S; ++s) {
         OP_REQUIRES(ctx, sym[b * S + s] >= 0 && sym[b * S + s] < C,
                     InvalidArgument("symbols must lie in [0, C)"));
       }
     }
-    const bool constrained = type_ == RnntType::kConstrained;
-    const Scalar clamp = static_cast<Scalar>(clamp_);
-    const Scalar emit = Scalar(1) + static_cast<Scalar>(fastemit_lambda_);
-    auto frame = [&](int64_t b, int64_t t) {
-      for (int64_t j = 0; j < R; ++j) {
-        const int64_t row = (b * T + t) * R + j;
-        const int64_t s = ranges ? ranges[row] : j;
-        Scalar* g_row = out + row * C;
-        // FastEmit: every symbol step counts (1 + lambda) times.
-        Scalar gx = s < S ? emit * gx_all[(b * S + s) * T1 + t] : Scalar(0);
-        Scalar gy = gy_all[(b * (S + 1) + s) * T + t];
-        if (constrained && s > 0) {
-          gy += emit * gx_all[(b * S + s - 1) * T1 + t];
-        }
-        // Without clamping the incoming gradient folds into gx and gy; with
-        // it, the row is clamped first and scaled after.
-        const Scalar scale_now = clamp > 0 ? Scalar(1) : d[b];
-        gx *= scale_now;
-        gy *= scale_now;
-        const Scalar g = gx + gy;
-        if (g == Scalar(0)) {  // no path uses this row (or outside boundary)
-          std::fill(g_row, g_row + C, Scalar(0));
-          continue;
-        }
-        ScaledNegativeSoftmax(l_all + row * C, C, n_all[row], g, g_row);
-        if (s < S) g_row[sym[b * S + s]] += gx;
-        g_row[blank_] += gy;
-        if (clamp > 0) {
-          for (int64_t c = 0; c < C; ++c) {
-            g_row[c] = d[b] * std::min(clamp, std::max(-clamp, g_row[c]));
-          }
-        }
-      }
-    };
-    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    pool->ParallelFor(B * T, ThreadPool::SchedulingParams::Adaptive(R * C * 4),
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t i = begin; i < end; ++i) {
-                          frame(i / T, i % T);
-                        }
-                      });
+    // The gradient takes the logits' buffer when nothing else holds it (in a
+    // graph the logits usually die here): no new memory, no page faults.
+    // Each row is read before it is written.
+    Tensor* grad = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                            {0}, 0, logits.shape(), &grad));
+    RnntGradientProblem<Scalar> p;
+    p.B = B;
+    p.T_len = T;
+    p.S = S;
+    p.C = C;
+    p.R = R;
+    p.T1 = T1;
+    Tensor symbols_copy, ranges_copy;
+    OP_REQUIRES_OK(ctx, functor::Int64Input<Device>()(
+                            ctx, sym, B * S, &symbols_copy, &p.symbols));
+    p.ranges = nullptr;
+    if (kPruned) {
+      OP_REQUIRES_OK(ctx, functor::Int64Input<Device>()(
+                              ctx, ranges, B * T * R, &ranges_copy, &p.ranges));
+    }
+    p.logits = logits.flat<Scalar>().data();
+    p.px_grad = px_grad.flat<Scalar>().data();
+    p.py_grad = py_grad.flat<Scalar>().data();
+    p.norms = norms.flat<Scalar>().data();
+    p.scale = scale.flat<Scalar>().data();
+    p.grad = grad->flat<Scalar>().data();
+    p.blank = blank_;
+    p.constrained = type_ == RnntType::kConstrained;
+    p.emit = Scalar(1) + static_cast<Scalar>(fastemit_lambda_);
+    p.clamp = static_cast<Scalar>(clamp_);
+    OP_REQUIRES_OK(ctx, functor::RnntGradient<Device, Scalar>()(ctx, p));
   }
 
  private:
@@ -526,22 +548,58 @@ class RnntLossGradOp : public OpKernel {
 #define TF_TRANSDUCER_REGISTER_RNNT(T)                                        \
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfTransducerRnntLoss").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      RnntLossOp<T, false>);                                                  \
+      RnntLossOp<functor::CpuDevice, T, false>);                              \
   REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                    \
                               .Device(DEVICE_CPU)                             \
                               .TypeConstraint<T>("T"),                        \
-                          RnntLossGradOp<T, false>);                          \
+                          RnntLossGradOp<functor::CpuDevice, T, false>);      \
   REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")                  \
                               .Device(DEVICE_CPU)                             \
                               .TypeConstraint<T>("T"),                        \
-                          RnntLossOp<T, true>);                               \
+                          RnntLossOp<functor::CpuDevice, T, true>);           \
   REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")              \
                               .Device(DEVICE_CPU)                             \
                               .TypeConstraint<T>("T"),                        \
-                          RnntLossGradOp<T, true>)
+                          RnntLossGradOp<functor::CpuDevice, T, true>)
 
 TF_TRANSDUCER_REGISTER_RNNT(float);
 TF_TRANSDUCER_REGISTER_RNNT(double);
 #undef TF_TRANSDUCER_REGISTER_RNNT
+
+#if GOOGLE_CUDA
+// The integer inputs and the delay penalty stay on the host, where they are
+// checked before anything is launched (op_device.h).
+#define TF_TRANSDUCER_REGISTER_RNNT_GPU(T)                               \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLoss")                   \
+                              .Device(tensorflow::DEVICE_GPU)            \
+                              .HostMemory("symbols")                     \
+                              .HostMemory("boundary")                    \
+                              .HostMemory("delay_penalty")               \
+                              .TypeConstraint<T>("T"),                   \
+                          RnntLossOp<functor::GpuDevice, T, false>);     \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")               \
+                              .Device(tensorflow::DEVICE_GPU)            \
+                              .HostMemory("symbols")                     \
+                              .TypeConstraint<T>("T"),                   \
+                          RnntLossGradOp<functor::GpuDevice, T, false>); \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")             \
+                              .Device(tensorflow::DEVICE_GPU)            \
+                              .HostMemory("symbols")                     \
+                              .HostMemory("ranges")                      \
+                              .HostMemory("boundary")                    \
+                              .HostMemory("delay_penalty")               \
+                              .TypeConstraint<T>("T"),                   \
+                          RnntLossOp<functor::GpuDevice, T, true>);      \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")         \
+                              .Device(tensorflow::DEVICE_GPU)            \
+                              .HostMemory("symbols")                     \
+                              .HostMemory("ranges")                      \
+                              .TypeConstraint<T>("T"),                   \
+                          RnntLossGradOp<functor::GpuDevice, T, true>)
+
+TF_TRANSDUCER_REGISTER_RNNT_GPU(float);
+TF_TRANSDUCER_REGISTER_RNNT_GPU(double);
+#undef TF_TRANSDUCER_REGISTER_RNNT_GPU
+#endif  // GOOGLE_CUDA
 
 }  // namespace tf_transducer
