@@ -5,6 +5,13 @@ sources with g++ in parallel, reusing object files whose source and headers
 have not changed, links one shared library and records the TensorFlow version
 it was built against inside the library (cc/common/build_info.cc). It prints
 a line per step; VERBOSE=1 shows the commands and the compilers' output.
+
+TT_CUDA=1 adds the GPU kernels: cc/**/*.cu compiled by nvcc (NVCC, or nvcc on
+the PATH or in /usr/local/cuda/bin) and the glue built with GOOGLE_CUDA, in
+the same library.  It needs a TensorFlow built with CUDA (the `tensorflow`
+wheel, not `tensorflow-cpu`: the library takes the CUDA runtime from
+TensorFlow's own libtensorflow_framework.so.2, so it never links -lcudart).
+Such a library still loads and runs on machines without a GPU.
 """
 
 import concurrent.futures
@@ -13,6 +20,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -21,6 +29,7 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 SOURCES = sorted(glob.glob(os.path.join("cc", "**", "*.cc"), recursive=True))
+CUDA_SOURCES = sorted(glob.glob(os.path.join("cc", "**", "*.cu"), recursive=True))
 HEADERS = sorted(glob.glob(os.path.join("cc", "**", "*.h"), recursive=True))
 # -march is left out on purpose: the library must run on any x86-64 machine
 # that TensorFlow itself runs on.
@@ -37,13 +46,58 @@ OPT_FLAGS = [
     "-fno-trapping-math",
 ]
 
+# The .cu files include no TensorFlow header, only CUDA's and ours.  Cubins
+# for Ampere (sm_80) and Hopper (sm_90), and sm_90 PTX for newer GPUs;
+# uncompressed, since whether an older CUDA runtime reads CUDA 13's default
+# fatbin compression is untested.
+NVCC_FLAGS = [
+    "-std=c++17",
+    "--expt-relaxed-constexpr",
+    "-Xcompiler",
+    "-fPIC",
+    "-O3",
+    "-DNDEBUG",
+    "-gencode",
+    "arch=compute_80,code=sm_80",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "-gencode",
+    "arch=compute_90,code=compute_90",
+    "--compress-mode=none",
+]
+
+
+def _cuda_requested():
+    value = os.environ.get("TT_CUDA", "0")
+    if value not in ("0", "1", ""):
+        raise SystemExit(f"TT_CUDA must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def _nvcc():
+    """The nvcc to use: NVCC, else on the PATH, else /usr/local/cuda/bin."""
+    candidates = [
+        os.environ.get("NVCC"),
+        shutil.which("nvcc"),
+        "/usr/local/cuda/bin/nvcc",
+    ]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise SystemExit(
+        "TT_CUDA=1 needs nvcc: put it on the PATH or set NVCC to its path "
+        "(looked on the PATH and in /usr/local/cuda/bin)"
+    )
+
 
 def _tf_flags():
-    """(version, compile flags, link flags) of the installed TensorFlow, asked
-    in a child process whose log lines (CUDA probing) are not shown."""
+    """(version, compile flags, link flags, built with CUDA) of the installed
+    TensorFlow, asked in a child process whose log lines (CUDA probing) are
+    not shown."""
     query = (
         "import json, tensorflow as tf; print(json.dumps([tf.__version__, "
-        "tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()]))"
+        "tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags(), "
+        "tf.test.is_built_with_cuda()]))"
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
@@ -53,8 +107,15 @@ def _tf_flags():
         raise RuntimeError(
             f"cannot import TensorFlow to build the ops:\n{result.stderr}"
         )
-    version, cflags, lflags = json.loads(result.stdout.strip().splitlines()[-1])
-    return version, [*cflags, f'-DTF_TRANSDUCER_TF_VERSION="{version}"'], lflags
+    version, cflags, lflags, with_cuda = json.loads(
+        result.stdout.strip().splitlines()[-1]
+    )
+    return (
+        version,
+        [*cflags, f'-DTF_TRANSDUCER_TF_VERSION="{version}"'],
+        lflags,
+        with_cuda,
+    )
 
 
 VERBOSE = os.environ.get("VERBOSE", "") not in ("", "0")
@@ -83,9 +144,19 @@ class BuildTfOps(build_ext):
         return os.path.join(*fullname.split(".")) + ".so"
 
     def build_extension(self, ext):
-        tf_version, cflags, lflags = _tf_flags()
+        tf_version, cflags, lflags, tf_with_cuda = _tf_flags()
         cxx = os.environ.get("CXX", "g++")
         out = self.get_ext_fullpath(ext.name)
+        cuda = _cuda_requested()
+        if cuda and not tf_with_cuda:
+            raise SystemExit(
+                f"TT_CUDA=1 needs a TensorFlow built with CUDA, but TensorFlow "
+                f"{tf_version} here is not (tf.test.is_built_with_cuda() is "
+                "False: is it tensorflow-cpu?); build without TT_CUDA"
+            )
+        if cuda:
+            nvcc = _nvcc()
+            cflags = [*cflags, "-DGOOGLE_CUDA=1", "-DTF_TRANSDUCER_CUDA=1"]
         # Objects are reused only when built with the same TensorFlow and flags.
         flags_id = hashlib.sha1(" ".join([cxx, *cflags, *OPT_FLAGS]).encode())
         obj_dir = os.path.join(
@@ -105,9 +176,21 @@ class BuildTfOps(build_ext):
             _run(cmd, f"compiling {src}")
             return obj
 
+        def compile_cuda(src):
+            obj = os.path.join(obj_dir, src.replace(os.sep, "_") + ".o")
+            if os.path.exists(obj) and os.path.getmtime(obj) >= max(
+                os.path.getmtime(src), newest_header
+            ):
+                return obj
+            cmd = [nvcc, "-c", src, "-o", obj, "-I", ROOT, *NVCC_FLAGS]
+            _run(cmd, f"compiling {src} (nvcc)")
+            return obj
+
         jobs = max(1, os.cpu_count() or 1)
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             objs = list(pool.map(compile_one, ext.sources))
+            if cuda:
+                objs += list(pool.map(compile_cuda, CUDA_SOURCES))
         cmd = [cxx, "-shared", *objs, "-o", out, *lflags]
         _run(cmd, f"linking {out}")
 

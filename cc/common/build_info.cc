@@ -11,3 +11,13 @@
 extern "C" __attribute__((used, visibility("default")))
 const char kTfTransducerBuildInfo[] =
     "tf_transducer-built-for-tensorflow=" TF_TRANSDUCER_TF_VERSION;
+
+// Whether the GPU kernels are in the library (TT_CUDA=1 in setup.py), for
+// the loader's messages.
+#if TF_TRANSDUCER_CUDA
+extern "C" __attribute__((used, visibility("default")))
+const char kTfTransducerBuildDevices[] = "tf_transducer-devices=cpu,gpu";
+#else
+extern "C" __attribute__((used, visibility("default")))
+const char kTfTransducerBuildDevices[] = "tf_transducer-devices=cpu";
+#endif

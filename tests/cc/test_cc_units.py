@@ -8,7 +8,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.mark.parametrize("name", ["log_space_math_test"])
+@pytest.mark.parametrize("name", ["log_space_math_test", "gpu_schedule_test"])
 def test_cc_unit_program(tmp_path, name):
     binary = tmp_path / name
     source = os.path.join(ROOT, "tests", "cc", f"{name}.cc")

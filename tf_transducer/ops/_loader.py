@@ -1,16 +1,26 @@
-"""Lazy loading of the compiled op library, tf_transducer/_ops.so."""
+"""Lazy loading of the compiled op library, tf_transducer/_ops.so.
+
+TF_TRANSDUCER_OPS_LIBRARY, when set, names another build of the library to
+load instead (e.g. one built with TT_CUDA=1 elsewhere; `make test-cuda-build`
+runs the tests on such a build).
+"""
 
 import functools
+import logging
 import os
 import re
 
 import tensorflow as tf
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBRARY_PATH = os.path.join(_PACKAGE_DIR, "_ops.so")
+LIBRARY_PATH = os.environ.get("TF_TRANSDUCER_OPS_LIBRARY") or os.path.join(
+    _PACKAGE_DIR, "_ops.so"
+)
 REBUILD_COMMAND = "pip install --no-build-isolation -e .  (or: make build)"
 # Written into the library by cc/common/build_info.cc.
 _BUILD_MARKER = re.compile(rb"tf_transducer-built-for-tensorflow=([^\x00]+)\x00")
+_DEVICES_MARKER = re.compile(rb"tf_transducer-devices=([a-z,]+)\x00")
+_logger = logging.getLogger("tf_transducer")
 
 
 class OpLibraryError(ImportError):
@@ -22,6 +32,54 @@ def built_for(path: str = LIBRARY_PATH) -> str | None:
     with open(path, "rb") as f:
         match = _BUILD_MARKER.search(f.read())
     return match.group(1).decode("ascii", "replace") if match else None
+
+
+@functools.cache
+def built_with_gpu_kernels(path: str = LIBRARY_PATH) -> bool:
+    """Whether the library at `path` holds the CUDA kernels (TT_CUDA=1)."""
+    if not os.path.exists(path):
+        return False
+    with open(path, "rb") as f:
+        match = _DEVICES_MARKER.search(f.read())
+    return bool(match) and b"gpu" in match.group(1).split(b",")
+
+
+@functools.cache
+def _gpu_visible() -> bool:
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+_noted_paths = set()
+
+
+def note_cpu_or_xla_path(xla: bool) -> None:
+    """Says once per process, in a log line, when a GPU is visible but the
+    losses cannot run their fused GPU kernels: under XLA (the pure-TF path
+    runs) or with a library built without CUDA (the CPU kernels run).
+    Silent without a GPU."""
+    if not _gpu_visible():
+        return
+    if xla:
+        path = "xla"
+        message = (
+            "tf_transducer: under XLA (jit_compile) the RNN-T losses and the "
+            "MI recursion run their pure-TF path, since XLA cannot run custom "
+            "ops; for the fused GPU kernels compile the model with "
+            "jit_compile=False"
+            + ("" if built_with_gpu_kernels() else " and build with TT_CUDA=1")
+        )
+    elif not built_with_gpu_kernels():
+        path = "cpu"
+        message = (
+            "tf_transducer: the RNN-T losses and the MI recursion run their "
+            "CPU kernels although a GPU is visible: this build has no GPU "
+            f"kernels; rebuild with TT_CUDA=1 {REBUILD_COMMAND}"
+        )
+    else:
+        return
+    if path not in _noted_paths:
+        _noted_paths.add(path)
+        _logger.warning(message)
 
 
 @functools.cache

@@ -73,7 +73,9 @@ def mutual_information_recursion(px, py, boundary=None, return_grad=False):
     >>> float(tf.exp(mutual_information_recursion(px, py))[0])  # C(4, 2) paths
     6.0
     """
-    if in_xla_context():
+    xla = in_xla_context()
+    _loader.note_cpu_or_xla_path(xla)
+    if xla:
         return mutual_information_recursion_tf(px, py, boundary, return_grad)
     with tf.name_scope("mutual_information_recursion"):
         px, py, boundary = _validation.prepare_inputs(px, py, boundary)

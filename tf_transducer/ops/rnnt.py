@@ -775,7 +775,9 @@ def rnnt_loss(
                 _dim(logits, 1),
                 _dim(logits, 2) - 1,
             )
-        if in_xla_context():
+        xla = in_xla_context()
+        _loader.note_cpu_or_xla_path(xla)
+        if xla:
 
             def composite_scores(x):
                 px, py = get_rnnt_logprobs_joint(
@@ -1091,7 +1093,9 @@ def rnnt_loss_pruned(
     """
     delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
     with tf.name_scope("rnnt_loss_pruned"):
-        if in_xla_context():
+        xla = in_xla_context()
+        _loader.note_cpu_or_xla_path(xla)
+        if xla:
             px, py = get_rnnt_logprobs_pruned(
                 logits, symbols, ranges, termination_symbol, boundary, rnnt_type
             )

@@ -1,0 +1,128 @@
+// The fused RNN-T loss's row passes on the GPU (the recursion between them
+// is mutual_information.cu's): a warp per row of logits, each lane taking
+// every 32nd class, with rnnt_loss.h's functions for the maths.  Pass 1
+// reduces a row to its max and exp-sum by warp shuffles; pass 3 reads each
+// logit once and writes each gradient element once (in place when the
+// gradient took the logits' buffer).
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "cc/kernels/gpu/launchers.h"
+#include "cc/kernels/rnnt_loss.h"
+
+namespace tf_transducer {
+namespace gpu {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kRowThreads = 256;  // 8 rows per block
+constexpr unsigned kFullMask = 0xffffffffu;
+
+int64_t RowBlocks(int64_t rows) {
+  return (rows * kWarp + kRowThreads - 1) / kRowThreads;
+}
+
+template <typename T>
+__global__ void Fill(T* x, int64_t n, T value) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    x[i] = value;
+  }
+}
+
+template <typename T>
+LaunchStatus LaunchFill(T* x, int64_t n, T value, cudaStream_t stream) {
+  const int64_t blocks = std::min<int64_t>(4096, (n + 255) / 256);
+  if (blocks > 0) Fill<T><<<blocks, 256, 0, stream>>>(x, n, value);
+  return cudaGetLastError();
+}
+
+template <typename T>
+__global__ void LogProbsKernel(RnntProblem<T> p) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (row >= p.B * p.T_len * p.R) return;  // a whole warp
+  const int64_t b = row / (p.T_len * p.R), t = row / p.R % p.T_len;
+  const int64_t s = p.PositionOf(row);
+  if (!p.RowUsed(b, t, s)) {
+    if (lane == 0) p.norms[row] = T(0);
+    return;
+  }
+  const T* x = p.logits + row * p.C;
+  bool nan;
+  T m = LaneMax(x, p.C, lane, kWarp, &nan);
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const T other = __shfl_xor_sync(kFullMask, m, offset);
+    m = other > m ? other : m;
+  }
+  nan = __any_sync(kFullMask, nan);
+  T sum = LaneExpSum(x, p.C, lane, kWarp, m);
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    sum += __shfl_xor_sync(kFullMask, sum, offset);
+  }
+  if (lane == 0) p.WriteRow(b, t, row, s, m, LogSumOf(m, nan, sum));
+}
+
+template <typename T>
+__global__ void FinishPxKernel(RnntProblem<T> p) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < p.B * p.S) p.FinishPxRow(i / p.S, i % p.S);
+}
+
+template <typename T>
+__global__ void GradientKernel(RnntGradientProblem<T> p) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (row >= p.B * p.T_len * p.R) return;
+  const int64_t b = row / (p.T_len * p.R), t = row / p.R % p.T_len;
+  const int64_t s = p.ranges ? p.ranges[row] : row % p.R;
+  const auto g =
+      RnntGradientRow<T>::Of(p.px_grad, p.py_grad, b, t, s, p.S, p.T_len, p.T1,
+                             p.constrained, p.emit, p.clamp, p.scale[b]);
+  const int64_t symbol = s < p.S ? p.symbols[b * p.S + s] : -1;
+  const T norm = p.norms[row];
+  const T* l = p.logits + row * p.C;
+  T* out = p.grad + row * p.C;
+  for (int64_t c = lane; c < p.C; c += kWarp) {
+    out[c] = g.ElementOfRow(l[c], norm, c, symbol, p.blank, p.clamp);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+LaunchStatus RnntLogProbs(const RnntProblem<T>& p, void* stream) {
+  const cudaStream_t st = static_cast<cudaStream_t>(stream);
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  // Steps that no row provides (outside the boundary, or pruned away) stay
+  // -inf.
+  LaunchStatus status = LaunchFill(p.px, p.B * p.S * p.T1, kNegInf, st);
+  if (status == cudaSuccess) {
+    status = LaunchFill(p.py, p.B * (p.S + 1) * p.T_len, kNegInf, st);
+  }
+  if (status != cudaSuccess) return status;
+  LogProbsKernel<T><<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0, st>>>(p);
+  FinishPxKernel<T><<<(p.B * p.S + 255) / 256, 256, 0, st>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+LaunchStatus RnntGradient(const RnntGradientProblem<T>& p, void* stream) {
+  GradientKernel<T><<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0,
+                      static_cast<cudaStream_t>(stream)>>>(p);
+  return cudaGetLastError();
+}
+
+template LaunchStatus RnntLogProbs<float>(const RnntProblem<float>&, void*);
+template LaunchStatus RnntLogProbs<double>(const RnntProblem<double>&, void*);
+template LaunchStatus RnntGradient<float>(const RnntGradientProblem<float>&,
+                                          void*);
+template LaunchStatus RnntGradient<double>(const RnntGradientProblem<double>&,
+                                           void*);
+
+}  // namespace gpu
+}  // namespace tf_transducer

@@ -1,0 +1,192 @@
+"""The GPU kernels: registered in a CUDA build, equal to the CPU kernels on a GPU.
+
+The comparisons need a GPU that TensorFlow can see and a library built with
+TT_CUDA=1; elsewhere they are skipped, with the reason.  The registration
+checks run wherever the library was built with CUDA (`make test-cuda-build`
+builds it and runs these tests on a machine without a GPU), and the log line
+for GPU users without the fused kernel is checked everywhere.
+"""
+
+import logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+
+import tf_transducer as tt
+from tf_transducer.ops import _loader, rnnt
+
+GPU_OPS = [
+    "TfTransducerMutualInformation",
+    "TfTransducerRnntLoss",
+    "TfTransducerRnntLossGrad",
+    "TfTransducerRnntLossPruned",
+    "TfTransducerRnntLossPrunedGrad",
+]
+HAS_GPU = bool(tf.config.list_physical_devices("GPU"))
+gpu_only = pytest.mark.skipif(
+    not (HAS_GPU and _loader.built_with_gpu_kernels()),
+    reason="needs a GPU visible to TensorFlow and a library built with TT_CUDA=1",
+)
+
+
+def _devices(op_name):
+    _loader.op_library()
+    registered = kernels.get_registered_kernels_for_op(op_name).kernel
+    return sorted(
+        {
+            (k.device_type, k.constraint[0].allowed_values.list.type[0])
+            for k in registered
+        }
+    )
+
+
+@pytest.mark.skipif(
+    os.environ.get("TT_EXPECT_GPU_KERNELS") != "1",
+    reason="checks a CUDA build: run by `make test-cuda-build`",
+)
+def test_cuda_build_registers_every_op_for_the_gpu():
+    assert _loader.built_with_gpu_kernels()
+    for name in GPU_OPS:
+        assert ("GPU", tf.float32.as_datatype_enum) in _devices(name), name
+        assert ("GPU", tf.float64.as_datatype_enum) in _devices(name), name
+
+
+def test_the_library_says_whether_it_has_gpu_kernels():
+    has_gpu_kernels = _loader.built_with_gpu_kernels()
+    for name in GPU_OPS:
+        assert any(d == "GPU" for d, _ in _devices(name)) == has_gpu_kernels, name
+        assert ("CPU", tf.float32.as_datatype_enum) in _devices(name), name
+
+
+def test_gpu_users_without_the_fused_kernel_are_told_once(monkeypatch, caplog):
+    monkeypatch.setattr(_loader, "_gpu_visible", lambda: True)
+    monkeypatch.setattr(_loader, "built_with_gpu_kernels", lambda path=None: False)
+    monkeypatch.setattr(_loader, "_noted_paths", set())
+    logits = tf.random.normal([2, 4, 3, 5], seed=1)
+    symbols = tf.constant([[1, 2], [3, 1]], tf.int64)
+
+    @tf.function(jit_compile=True)
+    def compiled(x):
+        return tt.ops.rnnt_loss(x, symbols, termination_symbol=0)
+
+    with caplog.at_level(logging.WARNING, logger="tf_transducer"):
+        for _ in range(3):
+            tt.ops.rnnt_loss(logits, symbols, termination_symbol=0)
+            tt.ops.mutual_information_recursion(
+                tf.zeros([1, 2, 3]), tf.zeros([1, 3, 2])
+            )
+        compiled(logits)
+        compiled(logits + 1.0)
+    messages = [r.getMessage() for r in caplog.records]
+    cpu = [m for m in messages if "run their CPU kernels" in m]
+    xla = [m for m in messages if "run their pure-TF path" in m]
+    assert len(cpu) == 1 and "TT_CUDA=1" in cpu[0]
+    assert len(xla) == 1 and "jit_compile=False" in xla[0]
+
+
+def test_no_gpu_no_log_line(monkeypatch, caplog):
+    monkeypatch.setattr(_loader, "_gpu_visible", lambda: False)
+    monkeypatch.setattr(_loader, "_noted_paths", set())
+    with caplog.at_level(logging.WARNING, logger="tf_transducer"):
+        tt.ops.mutual_information_recursion(tf.zeros([1, 2, 3]), tf.zeros([1, 3, 2]))
+    assert not [r for r in caplog.records if r.name == "tf_transducer"]
+
+
+def _on(device, fn, *args):
+    with tf.device(device):
+        args = [tf.identity(a) for a in args]
+        with tf.GradientTape() as tape:
+            tape.watch(args[0])
+            loss = fn(*args)
+        return loss.numpy(), tape.gradient(loss, args[0]).numpy()
+
+
+def _assert_same_on_gpu(fn, *args, rtol):
+    cpu = _on("/CPU:0", fn, *args)
+    gpu = _on("/GPU:0", fn, *args)
+    for c, g in zip(cpu, gpu):
+        np.testing.assert_allclose(g, c, rtol=rtol, atol=rtol)
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype,rtol", [(tf.float32, 1e-4), (tf.float64, 1e-10)])
+@pytest.mark.parametrize("modified", [False, True])
+def test_mutual_information_gpu_equals_cpu(dtype, rtol, modified):
+    rng = np.random.default_rng(0)
+    B, S, T = 3, 7, 11
+    px = rng.normal(size=[B, S, T if modified else T + 1])
+    px[0, 1, 2] = -np.inf
+    py = rng.normal(size=[B, S + 1, T])
+    boundary = tf.constant(
+        [[0, 0, S, T], [1, 2, 5, 9], [0, 3, 4, 3 + 4 * modified]], tf.int64
+    )
+
+    def loss(px, py):
+        return tf.reduce_sum(tt.ops.mutual_information_recursion(px, py, boundary))
+
+    _assert_same_on_gpu(loss, tf.constant(px, dtype), tf.constant(py, dtype), rtol=rtol)
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype,rtol", [(tf.float32, 1e-4), (tf.float64, 1e-10)])
+@pytest.mark.parametrize("rnnt_type", ["regular", "modified", "constrained"])
+@pytest.mark.parametrize(
+    "options", [{}, {"clamp": 0.05, "fastemit_lambda": 0.01, "delay_penalty": 0.1}]
+)
+def test_rnnt_loss_gpu_equals_cpu(dtype, rtol, rnnt_type, options):
+    rng = np.random.default_rng(1)
+    B, T, S, C = 3, 9, 4, 13
+    logits = tf.constant(rng.normal(size=[B, T, S + 1, C]), dtype)
+    symbols = tf.constant(rng.integers(1, C, size=[B, S]), tf.int64)
+    logit_lengths = tf.constant([T, T - 2, S + 1], tf.int64)
+    label_lengths = tf.constant([S, S - 1, 1], tf.int64)
+
+    def loss(x):
+        return rnnt.rnnt_loss(
+            x,
+            symbols,
+            termination_symbol=3,
+            rnnt_type=rnnt_type,
+            logit_lengths=logit_lengths,
+            label_lengths=label_lengths,
+            reduction="sum",
+            **options,
+        )
+
+    _assert_same_on_gpu(loss, logits, rtol=rtol)
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype,rtol", [(tf.float32, 1e-4), (tf.float64, 1e-10)])
+def test_pruned_rnnt_loss_gpu_equals_cpu(dtype, rtol):
+    rng = np.random.default_rng(2)
+    B, T, S, C, R = 2, 10, 6, 11, 3
+    symbols = tf.constant(rng.integers(1, C, size=[B, S]), tf.int64)
+    starts = np.minimum(np.arange(T) // 2, S - (R - 1))
+    ranges = tf.constant(
+        np.broadcast_to(starts[None, :, None] + np.arange(R), [B, T, R]), tf.int64
+    )
+    logits = tf.constant(rng.normal(size=[B, T, R, C]), dtype)
+
+    def loss(x):
+        return rnnt.rnnt_loss_pruned(
+            x, symbols, ranges, termination_symbol=0, reduction="sum"
+        )
+
+    _assert_same_on_gpu(loss, logits, rtol=rtol)
+
+
+@gpu_only
+def test_gpu_kernels_reject_bad_input_before_launch():
+    with tf.device("/GPU:0"):
+        px = tf.constant([[[0.0, np.nan, 0.0]]])
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"px\[0, 0, 1\]"):
+            tt.ops.mutual_information_recursion(px, tf.zeros([1, 2, 2]))
+        logits = tf.zeros([1, 3, 3, 4])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="symbols"):
+            rnnt.rnnt_loss(
+                logits, tf.constant([[1, 9]], tf.int64), termination_symbol=0
+            )
