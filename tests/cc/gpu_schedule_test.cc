@@ -196,11 +196,10 @@ void CheckMi(const char* name, double tol) {
                  fwd.py_grad == rev.py_grad,
              "MI thread order changes the result", threads, 0);
       for (int64_t b = 0; b < tiles.B; ++b) {
-        Expect(Close(fwd.scores[b], tiles.scores[b], tol), name,
-               fwd.scores[b], tiles.scores[b]);
+        Expect(Close(fwd.scores[b], tiles.scores[b], tol), name, fwd.scores[b],
+               tiles.scores[b]);
         const double want = ReferenceScore(tiles, b);
-        Expect(Close(fwd.scores[b], want, tol * 10), name, fwd.scores[b],
-               want);
+        Expect(Close(fwd.scores[b], want, tol * 10), name, fwd.scores[b], want);
       }
       for (size_t i = 0; i < tiles.px_grad.size(); ++i) {
         Expect(Close(fwd.px_grad[i], tiles.px_grad[i], tol), name,
@@ -344,8 +343,7 @@ std::vector<double> RnntScores(const RnntCase& c,
 void CheckRnntGradient() {
   std::mt19937_64 gen(11);
   std::normal_distribution<double> normal(0, 1);
-  const tt::RnntType types[] = {tt::RnntType::kRegular,
-                                tt::RnntType::kModified,
+  const tt::RnntType types[] = {tt::RnntType::kRegular, tt::RnntType::kModified,
                                 tt::RnntType::kConstrained};
   for (int trial = 0; trial < 6; ++trial) {
     RnntCase c;

@@ -2,11 +2,11 @@
 // prints the worst case when an error bound is exceeded.
 // Built and run by tests/cc/test_cc_units.py.
 
+#include "cc/kernels/log_space_math.h"
+
 #include <cmath>
 #include <cstdio>
 #include <random>
-
-#include "cc/kernels/log_space_math.h"
 
 using tf_transducer::log_space_math::ExpNonPositive;
 using tf_transducer::log_space_math::Log1pUnit;
@@ -38,10 +38,9 @@ bool Check(const char* name) {
     const double err = UlpError(Log1pUnit(e), std::log1p(e));
     if (err > worst_log) worst_log = err, at_log = e;
   }
-  const bool edges_ok = ExpNonPositive(T(-INFINITY)) == 0 &&
-                        ExpNonPositive(T(0)) == 1 &&
-                        ExpNonPositive(Traits<T>::kMinExpArg - 1) == 0 &&
-                        Log1pUnit(T(0)) == 0;
+  const bool edges_ok =
+      ExpNonPositive(T(-INFINITY)) == 0 && ExpNonPositive(T(0)) == 1 &&
+      ExpNonPositive(Traits<T>::kMinExpArg - 1) == 0 && Log1pUnit(T(0)) == 0;
   std::printf("%s: exp %.2f ulp (at %g), log1p %.2f ulp (at %g), edges %s\n",
               name, worst_exp, double(at_exp), worst_log, double(at_log),
               edges_ok ? "ok" : "WRONG");

@@ -107,7 +107,7 @@ def _on(device, fn, *args):
 def _assert_same_on_gpu(fn, *args, rtol):
     cpu = _on("/CPU:0", fn, *args)
     gpu = _on("/GPU:0", fn, *args)
-    for c, g in zip(cpu, gpu):
+    for c, g in zip(cpu, gpu, strict=True):
         np.testing.assert_allclose(g, c, rtol=rtol, atol=rtol)
 
 
