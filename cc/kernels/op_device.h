@@ -82,9 +82,14 @@ struct Int64Input<GpuDevice> {
         tensorflow::DT_INT64, tensorflow::TensorShape({n}), scratch));
     int64_t* out = scratch->flat<int64_t>().data();
     *readable = out;
-    return LaunchResult(
-        gpu::CopyToDevice(out, host, n * sizeof(int64_t), GpuStream(ctx)),
-        "a copy to the GPU");
+    // The host buffer may be pinned memory, which an asynchronous copy reads
+    // later: wait for the copy, so that the buffer may be released after
+    // Compute returns.
+    void* stream = GpuStream(ctx);
+    TF_RETURN_IF_ERROR(
+        LaunchResult(gpu::CopyToDevice(out, host, n * sizeof(int64_t), stream),
+                     "a copy to the GPU"));
+    return LaunchResult(gpu::Synchronize(stream), "a copy to the GPU");
   }
 };
 

@@ -10,17 +10,19 @@
 #include <limits>
 
 #include "cc/kernels/device.h"
+#include "cc/kernels/half_types.h"
 #include "cc/kernels/log_space_math.h"
 
 namespace tf_transducer {
 
 enum class RnntType { kRegular, kModified, kConstrained };
 
-// One batch of the loss's first pass and its px / py, as the kernels see it.
-template <typename T>
+// One batch of the loss's first pass and its px / py, as the kernels see it:
+// logits of type L (half_types.h), the maths in T.
+template <typename T, typename L = T>
 struct RnntProblem {
   int64_t B, T_len, S, C, R, T1;
-  const T* logits;          // [B, T, R, C]
+  const L* logits;          // [B, T, R, C]
   const int64_t* symbols;   // [B, S]
   const int64_t* ranges;    // [B, T, R], or null: row j is position j
   const int64_t* boundary;  // [B, 4]
@@ -48,14 +50,14 @@ struct RnntProblem {
   TT_HOST_DEVICE void WriteRow(int64_t b, int64_t t, int64_t row, int64_t s,
                                T m, T log_sum) const {
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-    const T* l = logits + row * C;
+    const L* l = logits + row * C;
     norms[row] = m + log_sum;  // -inf for a row of -inf logits
     const bool empty = m == kNegInf && log_sum == T(0);
     py[(b * (S + 1) + s) * T_len + t] =
-        empty ? kNegInf : (l[blank] - m) - log_sum;
+        empty ? kNegInf : (T(Widen(l[blank])) - m) - log_sum;
     if (s < S) {
       px[(b * S + s) * T1 + t] =
-          empty ? kNegInf : (l[symbols[b * S + s]] - m) - log_sum;
+          empty ? kNegInf : (T(Widen(l[symbols[b * S + s]])) - m) - log_sum;
     }
   }
 
@@ -81,18 +83,19 @@ struct RnntProblem {
   }
 };
 
-// The gradient op's inputs (pass 3), as the kernels see them.
-template <typename T>
+// The gradient op's inputs (pass 3), as the kernels see them: logits and
+// their gradient of type L, the maths in T.
+template <typename T, typename L = T>
 struct RnntGradientProblem {
   int64_t B, T_len, S, C, R, T1;
-  const T* logits;         // [B, T, R, C]
+  const L* logits;         // [B, T, R, C]
   const int64_t* symbols;  // [B, S]
   const int64_t* ranges;   // [B, T, R], or null for full logits
   const T* px_grad;        // [B, S, T1]
   const T* py_grad;        // [B, S + 1, T]
   const T* norms;          // [B, T, R]
   const T* scale;          // [B]
-  T* grad;                 // [B, T, R, C]; may be `logits` itself
+  L* grad;                 // [B, T, R, C]; may be `logits` itself
   int blank;
   bool constrained;
   T emit;   // 1 + fastemit_lambda
@@ -105,25 +108,29 @@ struct RnntGradientProblem {
 // reduced by sum; then LogSumOf.  Same results as the CPU's vectorised
 // LogSumExpParts up to the order of the sum.  A NaN is skipped by the max,
 // then makes the sum NaN (a row of NaN and -inf too, through `nan`).
-template <typename T>
-TT_HOST_DEVICE inline T LaneMax(const T* x, int64_t n, int lane, int lanes,
-                                bool* nan) {
+// Logits of type L are read as WideOf<L>.
+template <typename L>
+TT_HOST_DEVICE inline WideOf<L> LaneMax(const L* x, int64_t n, int lane,
+                                        int lanes, bool* nan) {
+  using T = WideOf<L>;
   T m = -std::numeric_limits<T>::infinity();
   bool bad = false;
   for (int64_t c = lane; c < n; c += lanes) {
-    m = x[c] > m ? x[c] : m;
-    bad |= x[c] != x[c];
+    const T v = Widen(x[c]);
+    m = v > m ? v : m;
+    bad |= v != v;
   }
   *nan = bad;
   return m;
 }
 
-template <typename T>
-TT_HOST_DEVICE inline T LaneExpSum(const T* x, int64_t n, int lane, int lanes,
-                                   T m) {
+template <typename L>
+TT_HOST_DEVICE inline WideOf<L> LaneExpSum(const L* x, int64_t n, int lane,
+                                           int lanes, WideOf<L> m) {
+  using T = WideOf<L>;
   T sum = T(0);
   for (int64_t c = lane; c < n; c += lanes) {
-    sum += log_space_math::ExpNonPositive(x[c] - m);
+    sum += log_space_math::ExpNonPositive(T(Widen(x[c])) - m);
   }
   return sum;
 }

@@ -29,8 +29,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "cc/kernels/half_types.h"
 #include "cc/kernels/log_space_math.h"
 #include "cc/kernels/mutual_information_functor.h"
 #include "cc/kernels/op_device.h"
@@ -129,19 +131,34 @@ RnntType ParseRnntType(const std::string& type) {
                               : RnntType::kConstrained;
 }
 
+// A row of C logits as the maths reads it: the row itself (L = T), or its
+// values widened into `buffer` (16-bit logits).
+template <typename T, typename L>
+const T* WideRow(const L* row, int64_t C, std::vector<T>* buffer) {
+  if constexpr (std::is_same_v<T, L>) {
+    return row;
+  } else {
+    buffer->resize(C);
+    for (int64_t c = 0; c < C; ++c) (*buffer)[c] = Widen(row[c]);
+    return buffer->data();
+  }
+}
+
 // Pass 1 for frame t of sequence b on the CPU: n, px and py of its R rows.
 // Rows outside the boundary are skipped (their px and py stay -inf).
-template <typename Scalar>
-void LogProbsOfFrame(const RnntProblem<Scalar>& pr, int64_t b, int64_t t) {
+template <typename T, typename L>
+void LogProbsOfFrame(const RnntProblem<T, L>& pr, int64_t b, int64_t t,
+                     std::vector<T>* buffer) {
   for (int64_t j = 0; j < pr.R; ++j) {
     const int64_t row = (b * pr.T_len + t) * pr.R + j;
     const int64_t s = pr.PositionOf(row);
     if (!pr.RowUsed(b, t, s)) {
-      pr.norms[row] = Scalar(0);
+      pr.norms[row] = T(0);
       continue;
     }
-    Scalar m, log_sum;
-    LogSumExpParts(pr.logits + row * pr.C, pr.C, &m, &log_sum);
+    T m, log_sum;
+    LogSumExpParts(WideRow(pr.logits + row * pr.C, pr.C, buffer), pr.C, &m,
+                   &log_sum);
     pr.WriteRow(b, t, row, s, m, log_sum);
   }
 }
@@ -152,12 +169,12 @@ namespace functor {
 
 // Pass 1: normalisers, px and py (px and py filled with -inf first: steps
 // that no row provides stay so), then the px rows finished.
-template <typename Device, typename T>
+template <typename Device, typename T, typename L>
 struct RnntLogProbs;
 
-template <typename T>
-struct RnntLogProbs<CpuDevice, T> {
-  absl::Status operator()(OpKernelContext* ctx, const RnntProblem<T>& pr) {
+template <typename T, typename L>
+struct RnntLogProbs<CpuDevice, T, L> {
+  absl::Status operator()(OpKernelContext* ctx, const RnntProblem<T, L>& pr) {
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     std::fill(pr.px, pr.px + pr.B * pr.S * pr.T1, kNegInf);
     std::fill(pr.py, pr.py + pr.B * (pr.S + 1) * pr.T_len, kNegInf);
@@ -166,8 +183,9 @@ struct RnntLogProbs<CpuDevice, T> {
     pool->ParallelFor(pr.B * frames,
                       ThreadPool::SchedulingParams::Adaptive(pr.R * pr.C * 8),
                       [&](int64_t begin, int64_t end) {
+                        std::vector<T> buffer;
                         for (int64_t i = begin; i < end; ++i) {
-                          LogProbsOfFrame(pr, i / frames, i % frames);
+                          LogProbsOfFrame(pr, i / frames, i % frames, &buffer);
                         }
                       });
     for (int64_t b = 0; b < pr.B; ++b) {
@@ -178,35 +196,49 @@ struct RnntLogProbs<CpuDevice, T> {
 };
 
 // Pass 3, the gradient.
-template <typename Device, typename T>
+template <typename Device, typename T, typename L>
 struct RnntGradient;
 
-template <typename T>
-struct RnntGradient<CpuDevice, T> {
+template <typename T, typename L>
+struct RnntGradient<CpuDevice, T, L> {
   absl::Status operator()(OpKernelContext* ctx,
-                          const RnntGradientProblem<T>& p) {
+                          const RnntGradientProblem<T, L>& p) {
+    constexpr bool kWide = std::is_same_v<T, L>;
     const int64_t R = p.R, C = p.C, S = p.S;
-    auto frame = [&](int64_t b, int64_t t) {
+    // 16-bit logits: each row widened, its gradient computed in T, then
+    // narrowed into the output (which may be the logits' own buffer).
+    auto frame = [&](int64_t b, int64_t t, std::vector<T>* in,
+                     std::vector<T>* out) {
       for (int64_t j = 0; j < R; ++j) {
         const int64_t row = (b * p.T_len + t) * R + j;
         const int64_t s = p.ranges ? p.ranges[row] : j;
-        T* g_row = p.grad + row * C;
+        L* l_out = p.grad + row * C;
         const auto g = RnntGradientRow<T>::Of(p.px_grad, p.py_grad, b, t, s, S,
                                               p.T_len, p.T1, p.constrained,
                                               p.emit, p.clamp, p.scale[b]);
         if (g.gx + g.gy == T(0)) {  // no path uses this row
-          std::fill(g_row, g_row + C, T(0));
+          std::fill(l_out, l_out + C, Narrow<L>(T(0)));
           continue;
         }
+        const T* l = WideRow(p.logits + row * C, C, in);
+        T* g_row;
+        if constexpr (kWide) {
+          g_row = l_out;
+        } else {
+          out->resize(C);
+          g_row = out->data();
+        }
         // RnntGradientRow::ElementOfRow, with its softmax term vectorised.
-        ScaledNegativeSoftmax(p.logits + row * C, C, p.norms[row], g.gx + g.gy,
-                              g_row);
+        ScaledNegativeSoftmax(l, C, p.norms[row], g.gx + g.gy, g_row);
         if (s < S) g_row[p.symbols[b * S + s]] += g.gx;
         g_row[p.blank] += g.gy;
         if (p.clamp > 0) {
           for (int64_t c = 0; c < C; ++c) {
             g_row[c] = g.Clamped(g_row[c], p.clamp);
           }
+        }
+        if constexpr (!kWide) {
+          for (int64_t c = 0; c < C; ++c) l_out[c] = Narrow<L>(g_row[c]);
         }
       }
     };
@@ -215,8 +247,9 @@ struct RnntGradient<CpuDevice, T> {
     pool->ParallelFor(p.B * frames,
                       ThreadPool::SchedulingParams::Adaptive(R * C * 4),
                       [&](int64_t begin, int64_t end) {
+                        std::vector<T> in, out;
                         for (int64_t i = begin; i < end; ++i) {
-                          frame(i / frames, i % frames);
+                          frame(i / frames, i % frames, &in, &out);
                         }
                       });
     return absl::OkStatus();
@@ -224,31 +257,58 @@ struct RnntGradient<CpuDevice, T> {
 };
 
 #if GOOGLE_CUDA
-template <typename T>
-struct RnntLogProbs<GpuDevice, T> {
-  absl::Status operator()(OpKernelContext* ctx, const RnntProblem<T>& pr) {
+template <typename T, typename L>
+struct RnntLogProbs<GpuDevice, T, L> {
+  absl::Status operator()(OpKernelContext* ctx, const RnntProblem<T, L>& pr) {
     return LaunchResult(gpu::RnntLogProbs(pr, GpuStream(ctx)),
                         "the RNN-T loss's first pass");
   }
 };
 
-template <typename T>
-struct RnntGradient<GpuDevice, T> {
+template <typename T, typename L>
+struct RnntGradient<GpuDevice, T, L> {
   absl::Status operator()(OpKernelContext* ctx,
-                          const RnntGradientProblem<T>& p) {
+                          const RnntGradientProblem<T, L>& p) {
     return LaunchResult(gpu::RnntGradient(p, GpuStream(ctx)),
                         "the RNN-T loss's gradient");
   }
 };
 #endif  // GOOGLE_CUDA
 
+// The kernels' type for a TensorFlow logits type (half_types.h: same bits).
+template <typename TfType>
+struct StorageOf {
+  using type = TfType;
+};
+template <>
+struct StorageOf<Eigen::half> {
+  using type = Half;
+};
+template <>
+struct StorageOf<tensorflow::bfloat16> {
+  using type = BFloat16;
+};
+
 }  // namespace functor
+
+// The logits' data as the kernels' type.
+template <typename TfL>
+auto LogitData(const Tensor& t) {
+  static_assert(sizeof(TfL) == sizeof(typename functor::StorageOf<TfL>::type));
+  return reinterpret_cast<const typename functor::StorageOf<TfL>::type*>(
+      t.flat<TfL>().data());
+}
 
 // Full logits [B, T, S + 1, C] (kPruned = false: row j of a frame is symbol
 // position s = j) or pruned logits [B, T, R, C] with ranges [B, T, R]
 // (kPruned: row j is position s = ranges[b, t, j]).
-template <typename Device, typename Scalar, bool kPruned>
+// Logits of TensorFlow type TfL; the maths (and every other float input and
+// output) in Scalar: float for half, bfloat16 and float logits, double for
+// double.
+template <typename Device, typename TfL, typename Scalar, bool kPruned>
 class RnntLossOp : public OpKernel {
+  using L = typename functor::StorageOf<TfL>::type;
+
  public:
   explicit RnntLossOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank_));
@@ -355,7 +415,7 @@ class RnntLossOp : public OpKernel {
 
     const bool regular = type_ == RnntType::kRegular;
     const int64_t T1 = regular ? T + 1 : T;
-    const tensorflow::DataType dt = logits.dtype();
+    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
     Tensor* scores = nullptr;
     Tensor* px_grad = nullptr;
     Tensor* py_grad = nullptr;
@@ -371,7 +431,7 @@ class RnntLossOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, px_grad->shape(), &px));
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, py_grad->shape(), &py));
 
-    RnntProblem<Scalar> pr;
+    RnntProblem<Scalar, L> pr;
     pr.B = B;
     pr.T_len = T;
     pr.S = S;
@@ -391,14 +451,14 @@ class RnntLossOp : public OpKernel {
                      functor::Int64Input<Device>()(ctx, ranges, B * T * R,
                                                    &ranges_copy, &pr.ranges));
     }
-    pr.logits = logits.flat<Scalar>().data();
+    pr.logits = LogitData<TfL>(logits);
     pr.px = px.flat<Scalar>().data();
     pr.py = py.flat<Scalar>().data();
     pr.norms = norms->flat<Scalar>().data();
     pr.blank = blank_;
     pr.type = type_;
     pr.delay_penalty = delay_penalty;
-    OP_REQUIRES_OK(ctx, functor::RnntLogProbs<Device, Scalar>()(ctx, pr));
+    OP_REQUIRES_OK(ctx, functor::RnntLogProbs<Device, Scalar, L>()(ctx, pr));
 
     // Pass 2: the recursion.
     MutualInformationProblem<Scalar> mi;
@@ -435,8 +495,10 @@ class RnntLossOp : public OpKernel {
 };
 
 // Pass 3: scale[b] * d scores[b] / d logits, for full or pruned logits.
-template <typename Device, typename Scalar, bool kPruned>
+template <typename Device, typename TfL, typename Scalar, bool kPruned>
 class RnntLossGradOp : public OpKernel {
+  using L = typename functor::StorageOf<TfL>::type;
+
  public:
   explicit RnntLossGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank_));
@@ -510,7 +572,7 @@ class RnntLossGradOp : public OpKernel {
     Tensor* grad = nullptr;
     OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
                             {0}, 0, logits.shape(), &grad));
-    RnntGradientProblem<Scalar> p;
+    RnntGradientProblem<Scalar, L> p;
     p.B = B;
     p.T_len = T;
     p.S = S;
@@ -525,17 +587,17 @@ class RnntLossGradOp : public OpKernel {
       OP_REQUIRES_OK(ctx, functor::Int64Input<Device>()(
                               ctx, ranges, B * T * R, &ranges_copy, &p.ranges));
     }
-    p.logits = logits.flat<Scalar>().data();
+    p.logits = LogitData<TfL>(logits);
     p.px_grad = px_grad.flat<Scalar>().data();
     p.py_grad = py_grad.flat<Scalar>().data();
     p.norms = norms.flat<Scalar>().data();
     p.scale = scale.flat<Scalar>().data();
-    p.grad = grad->flat<Scalar>().data();
+    p.grad = const_cast<L*>(LogitData<TfL>(*grad));
     p.blank = blank_;
     p.constrained = type_ == RnntType::kConstrained;
     p.emit = Scalar(1) + static_cast<Scalar>(fastemit_lambda_);
     p.clamp = static_cast<Scalar>(clamp_);
-    OP_REQUIRES_OK(ctx, functor::RnntGradient<Device, Scalar>()(ctx, p));
+    OP_REQUIRES_OK(ctx, functor::RnntGradient<Device, Scalar, L>()(ctx, p));
   }
 
  private:
@@ -545,60 +607,75 @@ class RnntLossGradOp : public OpKernel {
   float fastemit_lambda_;
 };
 
-#define TF_TRANSDUCER_REGISTER_RNNT(T)                                        \
-  REGISTER_KERNEL_BUILDER(                                                    \
-      Name("TfTransducerRnntLoss").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      RnntLossOp<functor::CpuDevice, T, false>);                              \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                    \
-                              .Device(DEVICE_CPU)                             \
-                              .TypeConstraint<T>("T"),                        \
-                          RnntLossGradOp<functor::CpuDevice, T, false>);      \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")                  \
-                              .Device(DEVICE_CPU)                             \
-                              .TypeConstraint<T>("T"),                        \
-                          RnntLossOp<functor::CpuDevice, T, true>);           \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")              \
-                              .Device(DEVICE_CPU)                             \
-                              .TypeConstraint<T>("T"),                        \
-                          RnntLossGradOp<functor::CpuDevice, T, true>)
+// Kernels for logits of type TL with the maths in T: (half, float),
+// (bfloat16, float), (float, float), (double, double).
+#define TF_TRANSDUCER_REGISTER_RNNT(TL, T)                                   \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLoss")                       \
+                              .Device(DEVICE_CPU)                            \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossOp<functor::CpuDevice, TL, T, false>);     \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                   \
+                              .Device(DEVICE_CPU)                            \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossGradOp<functor::CpuDevice, TL, T, false>); \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")                 \
+                              .Device(DEVICE_CPU)                            \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossOp<functor::CpuDevice, TL, T, true>);      \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")             \
+                              .Device(DEVICE_CPU)                            \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossGradOp<functor::CpuDevice, TL, T, true>)
 
-TF_TRANSDUCER_REGISTER_RNNT(float);
-TF_TRANSDUCER_REGISTER_RNNT(double);
+TF_TRANSDUCER_REGISTER_RNNT(Eigen::half, float);
+TF_TRANSDUCER_REGISTER_RNNT(tensorflow::bfloat16, float);
+TF_TRANSDUCER_REGISTER_RNNT(float, float);
+TF_TRANSDUCER_REGISTER_RNNT(double, double);
 #undef TF_TRANSDUCER_REGISTER_RNNT
 
 #if GOOGLE_CUDA
 // The integer inputs and the delay penalty stay on the host, where they are
 // checked before anything is launched (op_device.h).
-#define TF_TRANSDUCER_REGISTER_RNNT_GPU(T)                               \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLoss")                   \
-                              .Device(tensorflow::DEVICE_GPU)            \
-                              .HostMemory("symbols")                     \
-                              .HostMemory("boundary")                    \
-                              .HostMemory("delay_penalty")               \
-                              .TypeConstraint<T>("T"),                   \
-                          RnntLossOp<functor::GpuDevice, T, false>);     \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")               \
-                              .Device(tensorflow::DEVICE_GPU)            \
-                              .HostMemory("symbols")                     \
-                              .TypeConstraint<T>("T"),                   \
-                          RnntLossGradOp<functor::GpuDevice, T, false>); \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")             \
-                              .Device(tensorflow::DEVICE_GPU)            \
-                              .HostMemory("symbols")                     \
-                              .HostMemory("ranges")                      \
-                              .HostMemory("boundary")                    \
-                              .HostMemory("delay_penalty")               \
-                              .TypeConstraint<T>("T"),                   \
-                          RnntLossOp<functor::GpuDevice, T, true>);      \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")         \
-                              .Device(tensorflow::DEVICE_GPU)            \
-                              .HostMemory("symbols")                     \
-                              .HostMemory("ranges")                      \
-                              .TypeConstraint<T>("T"),                   \
-                          RnntLossGradOp<functor::GpuDevice, T, true>)
+#define TF_TRANSDUCER_REGISTER_RNNT_GPU(TL, T)                               \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLoss")                       \
+                              .Device(tensorflow::DEVICE_GPU)                \
+                              .HostMemory("symbols")                         \
+                              .HostMemory("boundary")                        \
+                              .HostMemory("delay_penalty")                   \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossOp<functor::GpuDevice, TL, T, false>);     \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                   \
+                              .Device(tensorflow::DEVICE_GPU)                \
+                              .HostMemory("symbols")                         \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossGradOp<functor::GpuDevice, TL, T, false>); \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")                 \
+                              .Device(tensorflow::DEVICE_GPU)                \
+                              .HostMemory("symbols")                         \
+                              .HostMemory("ranges")                          \
+                              .HostMemory("boundary")                        \
+                              .HostMemory("delay_penalty")                   \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossOp<functor::GpuDevice, TL, T, true>);      \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")             \
+                              .Device(tensorflow::DEVICE_GPU)                \
+                              .HostMemory("symbols")                         \
+                              .HostMemory("ranges")                          \
+                              .TypeConstraint<TL>("T")                       \
+                              .TypeConstraint<T>("Tacc"),                    \
+                          RnntLossGradOp<functor::GpuDevice, TL, T, true>)
 
-TF_TRANSDUCER_REGISTER_RNNT_GPU(float);
-TF_TRANSDUCER_REGISTER_RNNT_GPU(double);
+TF_TRANSDUCER_REGISTER_RNNT_GPU(Eigen::half, float);
+TF_TRANSDUCER_REGISTER_RNNT_GPU(tensorflow::bfloat16, float);
+TF_TRANSDUCER_REGISTER_RNNT_GPU(float, float);
+TF_TRANSDUCER_REGISTER_RNNT_GPU(double, double);
 #undef TF_TRANSDUCER_REGISTER_RNNT_GPU
 #endif  // GOOGLE_CUDA
 

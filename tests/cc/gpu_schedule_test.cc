@@ -12,6 +12,9 @@
 //     (mutual_information.h) and a textbook float64 recursion;
 //   - the RNN-T first pass (gpu/rnnt_loss.cu): a row's logsumexp split over
 //     lanes (LaneMax, LaneExpSum, LogSumOf), NaN and -inf rows included;
+//   - half_types.h: every 16-bit value converts to float and back
+//     unchanged, and random floats round to the nearest half / bfloat16
+//     (ties to even);
 //   - the whole fused loss (pass 1, FinishPxRow, the recursion, the gradient
 //     of every row by ElementOfRow) against central finite differences of
 //     the float64 score, for every rnnt type, FastEmit off.
@@ -27,6 +30,7 @@
 #include <random>
 #include <vector>
 
+#include "cc/kernels/half_types.h"
 #include "cc/kernels/mutual_information.h"
 #include "cc/kernels/mutual_information_cell.h"
 #include "cc/kernels/rnnt_loss.h"
@@ -378,6 +382,35 @@ void CheckRnntGradient() {
   }
 }
 
+// x rounded to L is the nearest L, ties to even (neighbours by bits).
+template <typename L>
+void CheckNarrow(const char* name) {
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const float wide = tt::Widen(L{static_cast<uint16_t>(bits)});
+    if (std::isnan(wide)) {
+      Expect(std::isnan(tt::Widen(tt::Narrow<L>(wide))), name, 0, NAN);
+      continue;
+    }
+    Expect(tt::Narrow<L>(wide).bits == bits, name, tt::Narrow<L>(wide).bits,
+           bits);
+  }
+  std::mt19937_64 gen(5);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  for (int i = 0; i < 200000; ++i) {
+    const float x = std::ldexp(unit(gen), int(gen() % 44) - 30);
+    const L got = tt::Narrow<L>(x);
+    const double err = std::abs(double(tt::Widen(got)) - x);
+    for (int step : {-1, 1}) {
+      const uint16_t next = static_cast<uint16_t>(got.bits + step);
+      const float other = tt::Widen(L{next});
+      if (std::isnan(other) || std::isinf(other)) continue;
+      const double other_err = std::abs(double(other) - x);
+      const bool ok = err < other_err || (err == other_err && !(got.bits & 1));
+      Expect(ok, name, tt::Widen(got), x);
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -386,6 +419,14 @@ int main() {
   CheckLogSum<float>("row logsumexp float by lanes", 2e-6);
   CheckLogSum<double>("row logsumexp double by lanes", 1e-13);
   CheckRnntGradient();
+  CheckNarrow<tt::Half>("float -> half");
+  CheckNarrow<tt::BFloat16>("float -> bfloat16");
+  // Half's largest finite value is 65504; from 65520 on, the nearest is inf.
+  Expect(tt::Widen(tt::Narrow<tt::Half>(65519.0f)) == 65504.0f, "half max",
+         tt::Widen(tt::Narrow<tt::Half>(65519.0f)), 65504);
+  Expect(std::isinf(tt::Widen(tt::Narrow<tt::Half>(-65520.0f))),
+         "half overflow", tt::Widen(tt::Narrow<tt::Half>(-65520.0f)),
+         -INFINITY);
   std::printf("%s (%d failures)\n", failures ? "FAILED" : "ok", failures);
   return failures ? 1 : 0;
 }

@@ -380,6 +380,45 @@ def test_half_precision_logits_are_computed_in_float32(dtype):
     np.testing.assert_allclose(loss, want, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
+@pytest.mark.parametrize("pruned", [False, True], ids=["full", "pruned"])
+@pytest.mark.parametrize("options", [{}, {"clamp": 0.02, "fastemit_lambda": 0.1}])
+def test_half_precision_logits_are_read_as_such(dtype, pruned, options):
+    # The op reads 16-bit logits without a float32 copy: its loss equals the
+    # float32 op's on the same (widened) values bit for bit, and its gradient
+    # is the float32 gradient rounded to the logits' dtype.
+    rng = np.random.default_rng(14)
+    B, T, S, C, R = 3, 6, 3, 7, 2
+    symbols = tf.constant(rng.integers(1, C, size=[B, S]), tf.int64)
+    rows = R if pruned else S + 1
+    x = tf.cast(rng.normal(size=[B, T, rows, C]) * 3, dtype)
+    starts = np.minimum(np.arange(T) // 2, S - (R - 1))
+    ranges = tf.constant(
+        np.broadcast_to(starts[None, :, None] + np.arange(R), [B, T, R]), tf.int64
+    )
+
+    def loss_and_grad(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            if pruned:
+                loss = rnnt.rnnt_loss_pruned(
+                    logits, symbols, ranges, 0, reduction="none"
+                )
+            else:
+                loss = rnnt.rnnt_loss(logits, symbols, 0, reduction="none", **options)
+            loss = loss * tf.constant([1.0, -0.5, 2.0])
+        return loss, tape.gradient(loss, logits)
+
+    loss, grad = loss_and_grad(x)
+    want_loss, want_grad = loss_and_grad(tf.cast(x, tf.float32))
+    assert loss.dtype == tf.float32 and grad.dtype == dtype
+    np.testing.assert_array_equal(loss.numpy(), want_loss.numpy())
+    np.testing.assert_array_equal(
+        tf.cast(grad, tf.float32).numpy(),
+        tf.cast(tf.cast(want_grad, dtype), tf.float32).numpy(),
+    )
+
+
 def test_nan_logits_are_rejected():
     logits = np.zeros((2, 4, 3, 5))
     logits[1, 2, 1, 3] = np.nan

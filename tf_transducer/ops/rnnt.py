@@ -636,9 +636,11 @@ def _fused_op_inputs(
 ):
     """Checked inputs of the fused ops: (logits, symbols, boundary, penalty).
 
-    logits [B, T, S + 1, C] (or [B, T, s_range, C] when pruned) in float32
-    or float64; symbols int64 [B, S]; boundary int64 [B, 4], (0, 0, S, T)
-    rows by default; the delay penalty as a scalar of the logits' dtype.
+    logits [B, T, S + 1, C] (or [B, T, s_range, C] when pruned), as given:
+    the ops read float16 / bfloat16 logits as such (no float32 copy) and
+    compute in float32; symbols int64 [B, S]; boundary int64 [B, 4],
+    (0, 0, S, T) rows by default; the delay penalty as a scalar of the dtype
+    the ops compute in (float64 for float64 logits, else float32).
     """
     logits, symbols = _check_logits(
         logits, symbols, termination_symbol, rnnt_type, pruned
@@ -650,8 +652,8 @@ def _fused_op_inputs(
         )
     else:
         boundary = _check_boundary(boundary, logits.shape[0])
-    logits = _mi_dtype(logits)
-    return logits, symbols, boundary, tf.constant(delay_penalty, logits.dtype)
+    compute_dtype = tf.float64 if logits.dtype == tf.float64 else tf.float32
+    return logits, symbols, boundary, tf.constant(delay_penalty, compute_dtype)
 
 
 def _with_clamped_gradient(scores_fn, logits, clamp):
@@ -735,8 +737,9 @@ def rnnt_loss(
     One C++ op computes the log-softmax normalisers, gathers the symbol and
     blank log-probs, runs the recursion and produces the gradient with
     respect to the logits, with no log-softmax of the logits in memory: the
-    only tensor of the logits' size it allocates is the gradient.  Half
-    precision logits are computed in float32.  Under XLA (`jit_compile=True`),
+    only tensor of the logits' size it allocates is the gradient.  float16
+    and bfloat16 logits are read as such and computed in float32 (the loss
+    is float32, the gradient of the logits' dtype).  Under XLA (`jit_compile=True`),
     where custom ops cannot run, the same loss is computed from
     `get_rnnt_logprobs_joint` and the pure-TF recursion.
 

@@ -19,6 +19,10 @@ LaunchStatus CopyToDevice(void* device_dst, const void* host_src, size_t bytes,
                          static_cast<cudaStream_t>(stream));
 }
 
+LaunchStatus Synchronize(void* stream) {
+  return cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+}
+
 LaunchStatus CopyToHost(void* host_dst, const void* device_src, size_t bytes,
                         void* stream) {
   if (bytes == 0) return cudaSuccess;

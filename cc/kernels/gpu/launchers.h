@@ -24,10 +24,13 @@ using LaunchStatus = int;
 const char* LaunchErrorString(LaunchStatus status);
 
 // Enqueues a copy of `bytes` bytes from host memory to device memory.  The
-// host buffer may be released once this returns (pageable memory is staged
-// before the call returns).
+// copy may still read the host buffer after this returns (pinned memory):
+// Synchronize before releasing it.
 LaunchStatus CopyToDevice(void* device_dst, const void* host_src, size_t bytes,
                           void* stream);
+
+// Waits for the work enqueued on `stream`.
+LaunchStatus Synchronize(void* stream);
 
 // Copies `bytes` bytes from device memory to host memory once the work
 // enqueued before it on `stream` has run; returns when the copy is done.
@@ -47,14 +50,15 @@ LaunchStatus MutualInformation(const MutualInformationProblem<T>& p,
 // Pass 1 of the fused RNN-T loss: fills p.px and p.py with -inf, then writes
 // every used row's normaliser, px and py (a warp per row) and finishes the
 // px rows (rnnt_type, delay penalty); unused rows get a normaliser of 0.
-// All pointers of `p` are device pointers.
-template <typename T>
-LaunchStatus RnntLogProbs(const RnntProblem<T>& p, void* stream);
+// All pointers of `p` are device pointers.  Instantiated for (T, L) =
+// (float, float), (double, double), (float, Half) and (float, BFloat16).
+template <typename T, typename L>
+LaunchStatus RnntLogProbs(const RnntProblem<T, L>& p, void* stream);
 
 // Pass 3: grad = scale[b] * d scores[b] / d logits, a warp per row, each
 // logit read once and each gradient element written once.
-template <typename T>
-LaunchStatus RnntGradient(const RnntGradientProblem<T>& p, void* stream);
+template <typename T, typename L>
+LaunchStatus RnntGradient(const RnntGradientProblem<T, L>& p, void* stream);
 
 }  // namespace gpu
 }  // namespace tf_transducer

@@ -41,8 +41,8 @@ LaunchStatus LaunchFill(T* x, int64_t n, T value, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <typename T>
-__global__ void LogProbsKernel(RnntProblem<T> p) {
+template <typename T, typename L>
+__global__ void LogProbsKernel(RnntProblem<T, L> p) {
   const int lane = threadIdx.x % kWarp;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   if (row >= p.B * p.T_len * p.R) return;  // a whole warp
@@ -52,7 +52,7 @@ __global__ void LogProbsKernel(RnntProblem<T> p) {
     if (lane == 0) p.norms[row] = T(0);
     return;
   }
-  const T* x = p.logits + row * p.C;
+  const L* x = p.logits + row * p.C;
   bool nan;
   T m = LaneMax(x, p.C, lane, kWarp, &nan);
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
@@ -67,14 +67,14 @@ __global__ void LogProbsKernel(RnntProblem<T> p) {
   if (lane == 0) p.WriteRow(b, t, row, s, m, LogSumOf(m, nan, sum));
 }
 
-template <typename T>
-__global__ void FinishPxKernel(RnntProblem<T> p) {
+template <typename T, typename L>
+__global__ void FinishPxKernel(RnntProblem<T, L> p) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < p.B * p.S) p.FinishPxRow(i / p.S, i % p.S);
 }
 
-template <typename T>
-__global__ void GradientKernel(RnntGradientProblem<T> p) {
+template <typename T, typename L>
+__global__ void GradientKernel(RnntGradientProblem<T, L> p) {
   const int lane = threadIdx.x % kWarp;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   if (row >= p.B * p.T_len * p.R) return;
@@ -83,19 +83,24 @@ __global__ void GradientKernel(RnntGradientProblem<T> p) {
   const auto g =
       RnntGradientRow<T>::Of(p.px_grad, p.py_grad, b, t, s, p.S, p.T_len, p.T1,
                              p.constrained, p.emit, p.clamp, p.scale[b]);
+  L* out = p.grad + row * p.C;
+  if (g.gx + g.gy == T(0)) {  // no path uses the row: padding, pruned away
+    for (int64_t c = lane; c < p.C; c += kWarp) out[c] = Narrow<L>(T(0));
+    return;
+  }
   const int64_t symbol = s < p.S ? p.symbols[b * p.S + s] : -1;
   const T norm = p.norms[row];
-  const T* l = p.logits + row * p.C;
-  T* out = p.grad + row * p.C;
+  const L* l = p.logits + row * p.C;
   for (int64_t c = lane; c < p.C; c += kWarp) {
-    out[c] = g.ElementOfRow(l[c], norm, c, symbol, p.blank, p.clamp);
+    out[c] = Narrow<L>(
+        g.ElementOfRow(Widen(l[c]), norm, c, symbol, p.blank, p.clamp));
   }
 }
 
 }  // namespace
 
-template <typename T>
-LaunchStatus RnntLogProbs(const RnntProblem<T>& p, void* stream) {
+template <typename T, typename L>
+LaunchStatus RnntLogProbs(const RnntProblem<T, L>& p, void* stream) {
   const cudaStream_t st = static_cast<cudaStream_t>(stream);
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   // Steps that no row provides (outside the boundary, or pruned away) stay
@@ -105,24 +110,29 @@ LaunchStatus RnntLogProbs(const RnntProblem<T>& p, void* stream) {
     status = LaunchFill(p.py, p.B * (p.S + 1) * p.T_len, kNegInf, st);
   }
   if (status != cudaSuccess) return status;
-  LogProbsKernel<T><<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0, st>>>(p);
-  FinishPxKernel<T><<<(p.B * p.S + 255) / 256, 256, 0, st>>>(p);
+  LogProbsKernel<T, L>
+      <<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0, st>>>(p);
+  FinishPxKernel<T, L><<<(p.B * p.S + 255) / 256, 256, 0, st>>>(p);
   return cudaGetLastError();
 }
 
-template <typename T>
-LaunchStatus RnntGradient(const RnntGradientProblem<T>& p, void* stream) {
-  GradientKernel<T><<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0,
-                      static_cast<cudaStream_t>(stream)>>>(p);
+template <typename T, typename L>
+LaunchStatus RnntGradient(const RnntGradientProblem<T, L>& p, void* stream) {
+  GradientKernel<T, L><<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0,
+                         static_cast<cudaStream_t>(stream)>>>(p);
   return cudaGetLastError();
 }
 
-template LaunchStatus RnntLogProbs<float>(const RnntProblem<float>&, void*);
-template LaunchStatus RnntLogProbs<double>(const RnntProblem<double>&, void*);
-template LaunchStatus RnntGradient<float>(const RnntGradientProblem<float>&,
-                                          void*);
-template LaunchStatus RnntGradient<double>(const RnntGradientProblem<double>&,
-                                           void*);
+#define TF_TRANSDUCER_INSTANTIATE(T, L)                                      \
+  template LaunchStatus RnntLogProbs<T, L>(const RnntProblem<T, L>&, void*); \
+  template LaunchStatus RnntGradient<T, L>(const RnntGradientProblem<T, L>&, \
+                                           void*)
+
+TF_TRANSDUCER_INSTANTIATE(float, float);
+TF_TRANSDUCER_INSTANTIATE(double, double);
+TF_TRANSDUCER_INSTANTIATE(float, Half);
+TF_TRANSDUCER_INSTANTIATE(float, BFloat16);
+#undef TF_TRANSDUCER_INSTANTIATE
 
 }  // namespace gpu
 }  // namespace tf_transducer

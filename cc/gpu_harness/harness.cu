@@ -1,0 +1,898 @@
+// A standalone check and benchmark of the CUDA kernels of cc/kernels/gpu,
+// without TensorFlow (README.md next to this file):
+//
+//   harness [check]          the CUDA launchers against the same maths on the
+//                            CPU (the shared headers), seeded random cases;
+//                            float, double, half and bfloat16 logits
+//   harness bench [--repeats N] [--shapes B,T,U,V;...]
+//                 [--dtype float|half|bfloat16]
+//                            times of the fused RNN-T loss, float32 maths
+//   harness compare DIR      loss and gradient of the inputs in DIR
+//
+// Exit codes: 0 success, 1 failure, 2 no CUDA device.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cc/kernels/gpu/launchers.h"
+#include "cc/kernels/mutual_information.h"
+#include "cc/kernels/rnnt_loss.h"
+
+// Exits naming the call that failed: a cudaError_t or a launcher's status.
+#define CHECK(call)                                                      \
+  do {                                                                   \
+    const int status_ = static_cast<int>(call);                          \
+    if (status_ != 0) {                                                  \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, \
+                   #call, cudaGetErrorString(cudaError_t(status_)));     \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
+namespace tf_transducer {
+namespace {
+
+constexpr uint64_t kSeed = 20240607;
+// MutualInformation leaves the score of a sequence with a NaN as it was.
+constexpr double kScoreSentinel = 12345.0;
+
+// Bytes held by DeviceBuffers now, and the most held at once.
+struct {
+  size_t now = 0, peak = 0;
+} tally;
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  // n elements, a copy of `init` unless it is empty.
+  explicit DeviceBuffer(size_t n, const std::vector<T>& init = {}) : n_(n) {
+    if (n_ > 0) CHECK(cudaMalloc(&ptr_, bytes()));
+    tally.now += bytes();
+    tally.peak = std::max(tally.peak, tally.now);
+    if (!init.empty()) {
+      CHECK(gpu::CopyToDevice(ptr_, init.data(), bytes(), nullptr));
+      CHECK(gpu::Synchronize(nullptr));
+    }
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    tally.now -= bytes();
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* get() const { return ptr_; }  // null when empty
+  size_t bytes() const { return n_ * sizeof(T); }
+  std::vector<T> Download() const {
+    std::vector<T> host(n_);
+    CHECK(gpu::CopyToHost(host.data(), ptr_, bytes(), nullptr));
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t n_;
+};
+
+// Host memory with DeviceBuffer's interface, for the CPU reference.
+template <typename T>
+class HostBuffer {
+ public:
+  explicit HostBuffer(size_t n, const std::vector<T>& init = {})
+      : data_(init.empty() ? std::vector<T>(n) : init) {}
+  T* get() const { return data_.empty() ? nullptr : data_.data(); }
+  std::vector<T> Download() const { return data_; }
+
+ private:
+  mutable std::vector<T> data_;
+};
+
+// The three passes on the CPU, as the CPU op runs them
+// (rnnt_loss_op.cc, mutual_information_cpu.h), in plain loops over the
+// functions the CUDA kernels share.  Logits of type L are widened on read and
+// the gradient rounded to L on write, as in the kernels.
+struct Cpu {
+  template <typename T>
+  using Buffer = HostBuffer<T>;
+
+  template <typename T, typename L>
+  static void LogProbs(const RnntProblem<T, L>& p) {
+    std::fill(p.px, p.px + p.B * p.S * p.T1, T(-INFINITY));
+    std::fill(p.py, p.py + p.B * (p.S + 1) * p.T_len, T(-INFINITY));
+    for (int64_t row = 0; row < p.B * p.T_len * p.R; ++row) {
+      const int64_t b = row / (p.T_len * p.R), t = row / p.R % p.T_len;
+      const int64_t s = p.PositionOf(row);
+      if (!p.RowUsed(b, t, s)) {
+        p.norms[row] = T(0);
+        continue;
+      }
+      bool nan;
+      const L* x = p.logits + row * p.C;
+      const T m = LaneMax(x, p.C, 0, 1, &nan);
+      p.WriteRow(b, t, row, s, m,
+                 LogSumOf(m, nan, LaneExpSum(x, p.C, 0, 1, m)));
+    }
+    for (int64_t b = 0; b < p.B; ++b) {
+      for (int64_t s = 0; s < p.S; ++s) p.FinishPxRow(b, s);
+    }
+  }
+
+  // Sequence by sequence; one with a NaN or +inf is skipped (zero gradients,
+  // score left as is).
+  template <typename T>
+  static void MutualInformation(const MutualInformationProblem<T>& p,
+                                char* illegal) {
+    const int64_t nx = p.S * p.T1, ny = p.width() * p.T_len;
+    const MutualInformationTile whole{0, p.width(), 0, p.T_len + 1};
+    for (int64_t b = 0; b < p.batch; ++b) {
+      bool bad = false;
+      for (int64_t i = 0; i < nx; ++i)
+        bad |= mi_internal::IsIllegal(p.px[b * nx + i]);
+      for (int64_t i = 0; i < ny; ++i)
+        bad |= mi_internal::IsIllegal(p.py[b * ny + i]);
+      illegal[b] = bad;
+      if (bad) {
+        std::fill(p.px_grad + b * nx, p.px_grad + (b + 1) * nx, T(0));
+        std::fill(p.py_grad + b * ny, p.py_grad + (b + 1) * ny, T(0));
+        continue;
+      }
+      MutualInformationForwardTile(p, b, whole);
+      p.scores[b] = MutualInformationScore(p, b);
+      MutualInformationBackwardTile(p, b, whole);
+    }
+  }
+
+  template <typename T, typename L>
+  static void Gradient(const RnntGradientProblem<T, L>& p) {
+    for (int64_t row = 0; row < p.B * p.T_len * p.R; ++row) {
+      const int64_t b = row / (p.T_len * p.R), t = row / p.R % p.T_len;
+      const int64_t s = p.ranges ? p.ranges[row] : row % p.R;
+      const auto g = RnntGradientRow<T>::Of(p.px_grad, p.py_grad, b, t, s, p.S,
+                                            p.T_len, p.T1, p.constrained,
+                                            p.emit, p.clamp, p.scale[b]);
+      const int64_t symbol = s < p.S ? p.symbols[b * p.S + s] : -1;
+      for (int64_t c = 0; c < p.C; ++c) {
+        p.grad[row * p.C + c] = Narrow<L>(
+            g.ElementOfRow(Widen(p.logits[row * p.C + c]), p.norms[row], c,
+                           symbol, p.blank, p.clamp));
+      }
+    }
+  }
+};
+
+// The CUDA launchers, on the default stream.
+struct Gpu {
+  template <typename T>
+  using Buffer = DeviceBuffer<T>;
+  template <typename T, typename L>
+  static void LogProbs(const RnntProblem<T, L>& p) {
+    CHECK(gpu::RnntLogProbs(p, nullptr));
+  }
+  template <typename T>
+  static void MutualInformation(const MutualInformationProblem<T>& p,
+                                char* illegal) {
+    CHECK(gpu::MutualInformation(p, illegal, nullptr));
+  }
+  template <typename T, typename L>
+  static void Gradient(const RnntGradientProblem<T, L>& p) {
+    CHECK(gpu::RnntGradient(p, nullptr));
+  }
+};
+
+// The MI recursion's outputs and scratch; px, py and boundary are the
+// caller's.
+template <typename Backend, typename T>
+struct Mi {
+  template <typename U>
+  using Buffer = typename Backend::template Buffer<U>;
+  MutualInformationProblem<T> p;
+  Buffer<T> scores, px_grad, py_grad, alpha, e;
+  Buffer<char> illegal;
+
+  Mi(int64_t B, int64_t S, int64_t T_len, int64_t T1, const T* px, const T* py,
+     const int64_t* boundary)
+      : p{B,        S,       T_len,   T1,      px,      py,
+          boundary, nullptr, nullptr, nullptr, nullptr, nullptr},
+        scores(B, std::vector<T>(B, T(kScoreSentinel))),
+        px_grad(B * S * T1),
+        py_grad(B * (S + 1) * T_len),
+        alpha(p.buffer_size()),
+        e(p.buffer_size()),
+        illegal(B) {
+    p.scores = scores.get(), p.px_grad = px_grad.get();
+    p.py_grad = py_grad.get(), p.alpha = alpha.get(), p.e = e.get();
+  }
+  void Run() { Backend::MutualInformation(p, illegal.get()); }
+};
+
+// Everything a case compares; a 16-bit gradient widened to T.
+template <typename T>
+struct Outputs {
+  std::vector<T> px, py, norms, scores, px_grad, py_grad, grad;
+  std::vector<char> illegal;
+};
+
+// The name of a logits type, and the tolerance of a case's comparisons in
+// it: for 16-bit logits, one unit in the last place of the gradient.
+template <typename L>
+struct TypeInfo;
+template <>
+struct TypeInfo<float> {
+  static constexpr const char* kName = "float";
+  static constexpr double kTolerance = 1e-4;
+};
+template <>
+struct TypeInfo<double> {
+  static constexpr const char* kName = "double";
+  static constexpr double kTolerance = 1e-10;
+};
+template <>
+struct TypeInfo<Half> {
+  static constexpr const char* kName = "half";
+  static constexpr double kTolerance = 2e-3;
+};
+template <>
+struct TypeInfo<BFloat16> {
+  static constexpr const char* kName = "bfloat16";
+  static constexpr double kTolerance = 1e-2;
+};
+
+// x rounded to L (a copy for L = T), and x widened to T.
+template <typename L, typename T>
+std::vector<L> NarrowAll(const std::vector<T>& x) {
+  std::vector<L> out;
+  for (T v : x) out.push_back(Narrow<L>(v));
+  return out;
+}
+template <typename T, typename L>
+std::vector<T> WidenAll(const std::vector<L>& x) {
+  std::vector<T> out;
+  for (L v : x) out.push_back(T(Widen(v)));
+  return out;
+}
+
+template <typename Backend, typename T>
+Outputs<T> RunMi(int64_t B, int64_t S, int64_t T_len, int64_t T1,
+                 const std::vector<T>& px, const std::vector<T>& py,
+                 const std::vector<int64_t>& boundary) {
+  typename Backend::template Buffer<T> d_px(px.size(), px), d_py(py.size(), py);
+  typename Backend::template Buffer<int64_t> d_boundary(4 * B, boundary);
+  Mi<Backend, T> mi(B, S, T_len, T1, d_px.get(), d_py.get(), d_boundary.get());
+  mi.Run();
+  Outputs<T> out;
+  out.scores = mi.scores.Download(), out.px_grad = mi.px_grad.Download();
+  out.py_grad = mi.py_grad.Download(), out.illegal = mi.illegal.Download();
+  return out;
+}
+
+template <typename T>
+struct RnntInputs {
+  int64_t B, T_len, S, C, R, T1;
+  std::vector<T> logits{}, scale{};                      // [B, T, R, C], [B]
+  std::vector<int64_t> symbols{}, ranges{}, boundary{};  // ranges empty: full
+  int blank = 0;
+  RnntType type = RnntType::kRegular;
+  T delay_penalty = 0, clamp = 0, emit = 1;
+};
+
+// The fused loss's buffers and passes: 1 and 2 (Forward), 3 (Backward), with
+// logits and gradient of type L (in.logits rounded to L).  Empty in.logits:
+// left uninitialised.  `in_place`: the gradient overwrites the logits.
+template <typename Backend, typename T, typename L = T>
+struct Rnnt {
+  template <typename U>
+  using Buffer = typename Backend::template Buffer<U>;
+  Buffer<L> logits, grad;
+  Buffer<T> scale, px, py, norms;
+  Buffer<int64_t> symbols, ranges, boundary;
+  Mi<Backend, T> mi;
+  RnntProblem<T, L> pr;
+  RnntGradientProblem<T, L> gp;
+
+  Rnnt(const RnntInputs<T>& in, bool in_place)
+      : logits(in.B * in.T_len * in.R * in.C, NarrowAll<L>(in.logits)),
+        grad(in_place ? 0 : in.B * in.T_len * in.R * in.C),
+        scale(in.B, in.scale),
+        px(in.B * in.S * in.T1),
+        py(in.B * (in.S + 1) * in.T_len),
+        norms(in.B * in.T_len * in.R),
+        symbols(in.B * in.S, in.symbols),
+        ranges(in.ranges.size(), in.ranges),
+        boundary(4 * in.B, in.boundary),
+        mi(in.B, in.S, in.T_len, in.T1, px.get(), py.get(), boundary.get()),
+        pr{in.B,         in.T_len,       in.S,         in.C,
+           in.R,         in.T1,          logits.get(), symbols.get(),
+           ranges.get(), boundary.get(), px.get(),     py.get(),
+           norms.get(),  in.blank,       in.type,      in.delay_penalty},
+        gp{in.B,         in.T_len,
+           in.S,         in.C,
+           in.R,         in.T1,
+           logits.get(), symbols.get(),
+           ranges.get(), mi.p.px_grad,
+           mi.p.py_grad, norms.get(),
+           scale.get(),  in_place ? logits.get() : grad.get(),
+           in.blank,     in.type == RnntType::kConstrained,
+           in.emit,      in.clamp} {}
+  void Forward() {
+    Backend::LogProbs(pr);
+    mi.Run();
+  }
+  void Backward() { Backend::Gradient(gp); }
+  Outputs<T> Download() const {
+    Outputs<T> out;
+    out.px = px.Download(), out.py = py.Download();
+    out.norms = norms.Download(), out.scores = mi.scores.Download();
+    out.px_grad = mi.px_grad.Download(), out.py_grad = mi.py_grad.Download();
+    out.illegal = mi.illegal.Download();
+    out.grad = WidenAll<T>(gp.grad == logits.get() ? logits.Download()
+                                                   : grad.Download());
+    return out;
+  }
+};
+
+template <typename Backend, typename T, typename L = T>
+Outputs<T> RunRnnt(const RnntInputs<T>& in, bool in_place) {
+  Rnnt<Backend, T, L> loss(in, in_place);
+  loss.Forward();
+  loss.Backward();
+  return loss.Download();
+}
+
+// ---------------------------------------------------------------------------
+// check
+
+// splitmix64: the same numbers on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double Uniform(double lo, double hi) {
+    return lo + (hi - lo) * double(Next() >> 11) * 0x1.0p-53;
+  }
+  int64_t Int(int64_t lo, int64_t hi) {  // [lo, hi]
+    return lo + int64_t(Next() % uint64_t(hi - lo + 1));
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// max |a - b| / max(1, |b|); equal values (infinities too) and two NaNs
+// count as 0, any other non-finite mismatch as +inf.
+template <typename T>
+double MaxRelError(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double a = got[i], b = want[i];
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+    worst = std::max(worst, std::isfinite(a) && std::isfinite(b)
+                                ? std::fabs(a - b) / std::max(1.0, std::fabs(b))
+                                : INFINITY);
+  }
+  return worst;
+}
+
+// Compares GPU and CPU outputs, checks the illegal flags, prints one line.
+// The gradient is of logits type L (widened); everything else is of type T.
+template <typename T, typename L = T>
+bool Report(const std::string& name, const Outputs<T>& gpu,
+            const Outputs<T>& cpu, int64_t B, int64_t nan_batch) {
+  using Field = std::vector<T> Outputs<T>::*;
+  const std::pair<const char*, Field> fields[] = {
+      {"px", &Outputs<T>::px},           {"py", &Outputs<T>::py},
+      {"norms", &Outputs<T>::norms},     {"scores", &Outputs<T>::scores},
+      {"px_grad", &Outputs<T>::px_grad}, {"py_grad", &Outputs<T>::py_grad},
+      {"grad", &Outputs<T>::grad}};
+  // The field furthest over (or least under) its tolerance.
+  double worst = 0, worst_ratio = 0;
+  const char* worst_field = "-";
+  for (const auto& [what, field] : fields) {
+    if ((cpu.*field).empty()) continue;
+    const double err = MaxRelError(gpu.*field, cpu.*field);
+    const double ratio =
+        err / (field == &Outputs<T>::grad ? TypeInfo<L>::kTolerance
+                                          : TypeInfo<T>::kTolerance);
+    if (ratio > worst_ratio || *worst_field == '-') {
+      worst = err, worst_ratio = ratio, worst_field = what;
+    }
+  }
+  // Exactly sequence nan_batch (-1: none) must be flagged, on both sides.
+  bool cpu_flags = true, gpu_flags = true;
+  int finite = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    cpu_flags &= bool(cpu.illegal[b]) == (b == nan_batch);
+    gpu_flags &= bool(gpu.illegal[b]) == (b == nan_batch);
+    finite += std::isfinite(cpu.scores[b]) && b != nan_batch;
+  }
+  const std::string problems =
+      std::string(cpu_flags ? "" : " [CPU illegal flags wrong]") +
+      (gpu_flags ? "" : " [GPU illegal flags wrong]");
+  const bool ok = worst_ratio <= 1 && problems.empty();
+  std::printf("%s %-8s %-72s max rel err %.2e (%s) finite scores %d/%lld%s\n",
+              ok ? "PASS" : "FAIL", TypeInfo<L>::kName, name.c_str(), worst,
+              worst_field, finite, (long long)B, problems.c_str());
+  return ok;
+}
+
+// [B, 4] boundaries; sequence 0 spans everything.  `general`: non-zero
+// s_begin / t_begin; `fit`: t_end - t_begin >= s_end - s_begin (a path
+// exists for modified px).
+std::vector<int64_t> RandomBoundary(Rng& rng, int64_t B, int64_t S, int64_t T,
+                                    bool general, bool fit) {
+  std::vector<int64_t> bnd;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t s0 = 0, t0 = 0, s1 = S, t1 = T;
+    if (b > 0) {
+      s0 = general ? rng.Int(0, S / 3) : 0;
+      t0 = general ? rng.Int(0, T / 3) : 0;
+      s1 = rng.Int(std::min(s0 + 1, S), S);
+      t1 = rng.Int(std::min(t0 + 1, T), T);
+    }
+    if (fit) s1 = std::min(s1, s0 + (t1 - t0));
+    bnd.insert(bnd.end(), {s0, t0, s1, t1});
+  }
+  return bnd;
+}
+
+struct MiCase {
+  const char* name;
+  int64_t B, S, T;
+  bool modified;
+  double neg_inf;     // fraction of px and py set to -inf
+  int64_t nan_batch;  // a NaN in this sequence's px; -1: none
+};
+
+template <typename T>
+bool RunMiCase(const MiCase& c, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t T1 = c.modified ? c.T : c.T + 1;
+  auto random = [&](int64_t n) {
+    std::vector<T> x(n);
+    for (T& v : x) {
+      v = rng.Uniform(0, 1) < c.neg_inf ? -INFINITY : T(rng.Uniform(-3, 1));
+    }
+    return x;
+  };
+  std::vector<T> px = random(c.B * c.S * T1),
+                 py = random(c.B * (c.S + 1) * c.T);
+  const auto bnd = RandomBoundary(rng, c.B, c.S, c.T, true, c.modified);
+  if (c.nan_batch >= 0) px[(c.nan_batch * c.S + c.S / 2) * T1 + c.T / 2] = NAN;
+  return Report(std::string("mi ") + c.name,
+                RunMi<Gpu>(c.B, c.S, c.T, T1, px, py, bnd),
+                RunMi<Cpu>(c.B, c.S, c.T, T1, px, py, bnd), c.B, c.nan_batch);
+}
+
+struct RnntCase {
+  RnntType type;
+  int64_t B, T, S, C, R;  // R = 0: full logits, R = S + 1
+  int blank;
+  double delay_penalty, clamp, fastemit;
+  bool general_boundary = false, in_place = false, neg_inf_logits = false;
+  int64_t nan_batch = -1;  // a NaN logit in a used row of this sequence
+
+  std::string Name() const {
+    const char* types[] = {"regular", "modified", "constrained"};
+    char text[128];
+    std::snprintf(text, sizeof(text), "rnnt %s B=%lld T=%lld S=%lld C=%lld",
+                  types[int(type)], (long long)B, (long long)T, (long long)S,
+                  (long long)C);
+    std::string name = text;
+    if (R > 0) name += " pruned R=" + std::to_string(R);
+    if (blank > 0) name += " blank=" + std::to_string(blank);
+    if (delay_penalty > 0) name += " delay";
+    if (clamp > 0) name += " clamp";
+    if (fastemit > 0) name += " fastemit";
+    if (general_boundary) name += " begin>0";
+    if (in_place) name += " in-place";
+    if (neg_inf_logits) name += " -inf";
+    if (nan_batch >= 0) name += " NaN@" + std::to_string(nan_batch);
+    return name;
+  }
+};
+
+template <typename T>
+RnntInputs<T> MakeRnntInputs(const RnntCase& c, Rng& rng) {
+  RnntInputs<T> in{c.B,
+                   c.T,
+                   c.S,
+                   c.C,
+                   c.R > 0 ? c.R : c.S + 1,
+                   c.type == RnntType::kRegular ? c.T + 1 : c.T};
+  in.blank = c.blank, in.type = c.type;
+  in.delay_penalty = c.delay_penalty, in.clamp = c.clamp;
+  in.emit = T(1) + T(c.fastemit);
+  in.boundary = RandomBoundary(rng, c.B, c.S, c.T, c.general_boundary,
+                               c.type != RnntType::kRegular);
+  for (int64_t i = 0; i < c.B * c.S; ++i) {
+    int64_t y;
+    do y = rng.Int(0, c.C - 1);
+    while (y == c.blank);
+    in.symbols.push_back(y);
+  }
+  for (int64_t b = 0; c.R > 0 && b < c.B; ++b) {
+    // Consecutive positions around the diagonal of b's rectangle.
+    const int64_t* bnd = &in.boundary[4 * b];
+    const int64_t frames = std::max<int64_t>(1, bnd[3] - bnd[1] - 1);
+    for (int64_t t = 0; t < c.T; ++t) {
+      const int64_t centre = bnd[0] + std::max<int64_t>(0, t - bnd[1]) *
+                                          (bnd[2] - bnd[0]) / frames;
+      const int64_t r0 = std::min(std::max<int64_t>(0, centre - (c.R - 1) / 2),
+                                  c.S - (c.R - 1));
+      for (int64_t j = 0; j < c.R; ++j) in.ranges.push_back(r0 + j);
+    }
+  }
+  for (int64_t i = 0; i < c.B * c.T * in.R * c.C; ++i) {
+    const bool neg_inf = c.neg_inf_logits && rng.Uniform(0, 1) < 0.03;
+    in.logits.push_back(neg_inf ? -INFINITY : T(rng.Uniform(-3, 3)));
+  }
+  auto used_row = [&](int64_t b, int64_t skip) {  // the skip-th used row of b
+    for (int64_t row = b * c.T * in.R; row < (b + 1) * c.T * in.R; ++row) {
+      const int64_t s = in.ranges.empty() ? row % in.R : in.ranges[row];
+      const int64_t t = row / in.R % c.T, *bnd = &in.boundary[4 * b];
+      if (s >= bnd[0] && s <= bnd[2] && t >= bnd[1] && t < bnd[3] && !skip--) {
+        return row;
+      }
+    }
+    return int64_t(0);
+  };
+  if (c.neg_inf_logits) {  // also a whole row of -inf
+    const int64_t row = used_row(0, c.T * in.R / 2);
+    std::fill_n(in.logits.begin() + row * c.C, c.C, T(-INFINITY));
+  }
+  if (c.nan_batch >= 0) in.logits[used_row(c.nan_batch, 1) * c.C + 1] = NAN;
+  for (int64_t b = 0; b < c.B; ++b) in.scale.push_back(rng.Uniform(-2, 2));
+  return in;
+}
+
+// Logits of type L: the float inputs rounded to L, the same on both sides.
+template <typename T, typename L = T>
+bool RunRnntCase(const RnntCase& c, uint64_t seed) {
+  Rng rng(seed);
+  const RnntInputs<T> in = MakeRnntInputs<T>(c, rng);
+  return Report<T, L>(c.Name(), RunRnnt<Gpu, T, L>(in, c.in_place),
+                      RunRnnt<Cpu, T, L>(in, false), c.B, c.nan_batch);
+}
+
+int Check() {
+  const MiCase mi_cases[] = {
+      {"regular", 4, 7, 15, false, 0.05, -1},
+      {"modified", 4, 6, 14, true, 0.05, -1},
+      {"regular NaN@1", 3, 5, 9, false, 0.0, 1},
+      {"modified NaN@2", 3, 5, 9, true, 0.05, 2},
+      {"modified S+1 > 512 threads", 2, 520, 530, true, 0.0, -1},
+  };
+  using RT = RnntType;
+  // clang-format off
+  const RnntCase rnnt_cases[] = {
+      // type, B, T, S, C, R (0: full), blank, delay_penalty, clamp,
+      // fastemit[, general_boundary, in_place, neg_inf_logits, nan_batch]
+      {RT::kRegular, 3, 12, 5, 20, 0, 0, 0, 0, 0},
+      {RT::kRegular, 3, 10, 6, 24, 0, 7, 0.3, 0, 0.2},
+      {RT::kRegular, 3, 9, 4, 33, 0, 0, 0, 0.05, 0, false, true, true},
+      {RT::kRegular, 4, 14, 6, 100, 3, 0, 0, 0, 0},
+      {RT::kRegular, 3, 12, 7, 40, 2, 5, 0.2, 0.5, 0.1},
+      {RT::kRegular, 3, 12, 6, 16, 0, 3, 0.1, 0, 0, true},
+      {RT::kRegular, 3, 8, 4, 12, 0, 0, 0, 0, 0, false, false, false, 1},
+      {RT::kModified, 3, 12, 5, 20, 0, 2, 0, 0, 0.5},
+      {RT::kModified, 3, 14, 6, 25, 2, 0, 0.1, 0.5, 0},
+      {RT::kConstrained, 3, 12, 5, 20, 0, 0, 0, 0, 0},
+      {RT::kConstrained, 3, 14, 6, 30, 3, 4, 0.2, 0.1, 0.3},
+      {RT::kConstrained, 3, 11, 5, 18, 0, 1, 0, 0, 0.2, true, true},
+  };
+  // clang-format on
+  int passed = 0, total = 0;
+  uint64_t seed = kSeed;
+  for (const MiCase& c : mi_cases) {
+    ++seed;
+    passed += RunMiCase<float>(c, seed) + RunMiCase<double>(c, seed);
+    total += 2;
+  }
+  for (const RnntCase& c : rnnt_cases) {
+    ++seed;
+    passed += RunRnntCase<float>(c, seed) + RunRnntCase<double>(c, seed) +
+              RunRnntCase<float, Half>(c, seed) +
+              RunRnntCase<float, BFloat16>(c, seed);
+    total += 4;
+  }
+  std::printf("SUMMARY: %d passed, %d failed\n", passed, total - passed);
+  return passed == total ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------
+// bench: the fused loss, full logits, regular, maths in float32; logits
+// float32, half or bfloat16.
+
+struct Shape {
+  int64_t B, T, U, V;
+};
+
+template <typename L>
+__global__ void FillUniform(L* x, int64_t n, uint64_t seed, float lo,
+                            float hi) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    uint64_t z = (uint64_t(i) + seed) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+    z ^= z >> 29;
+    x[i] = Narrow<L>(lo + (hi - lo) * float(z >> 40) * 0x1.0p-24f);
+  }
+}
+
+// Median time of f() in ms, after two warm-up runs.
+template <typename F>
+double MedianMs(F&& f, int repeats) {
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  f(), f();
+  std::vector<float> ms(repeats);
+  for (float& m : ms) {
+    CHECK(cudaEventRecord(start, nullptr));
+    f();
+    CHECK(cudaEventRecord(stop, nullptr));
+    CHECK(cudaEventSynchronize(stop));
+    CHECK(cudaEventElapsedTime(&m, start, stop));
+  }
+  CHECK(cudaEventDestroy(start));
+  CHECK(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return 0.5 * (ms[(repeats - 1) / 2] + ms[repeats / 2]);
+}
+
+// Peak DRAM bandwidth in bytes/s from the device attributes (two transfers
+// per memory clock), or 0 when unknown.
+double PeakBandwidth() {
+  int dev = 0, khz = 0, bits = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev)) {
+    cudaGetLastError();
+    return 0;
+  }
+  return 2.0 * khz * 1e3 * bits / 8;
+}
+
+template <typename L>
+void BenchShape(const Shape& sh, int repeats, double peak_bw) {
+  const int64_t B = sh.B, Tn = sh.T, S = sh.U, C = sh.V, R = S + 1, T1 = Tn + 1;
+  const int64_t n_logits = B * Tn * R * C;
+  constexpr double kLogitBytes = sizeof(L);
+  size_t free_before, free_after, total;
+  CHECK(cudaMemGetInfo(&free_before, &total));
+  const size_t held_before = tally.now;
+  tally.peak = tally.now;
+  RnntInputs<float> in{B, Tn, S, C, R, T1};  // blank 0, regular
+  in.scale.assign(B, -1.0f);
+  Rng rng(kSeed);
+  for (int64_t i = 0; i < B * S; ++i) in.symbols.push_back(rng.Int(1, C - 1));
+  for (int64_t b = 0; b < B; ++b) {
+    in.boundary.insert(in.boundary.end(), {0, 0, S, Tn});
+  }
+  Rnnt<Gpu, float, L> loss(in, /*in_place=*/false);
+  FillUniform<<<4096, 256>>>(loss.logits.get(), n_logits, kSeed, -3, 3);
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemGetInfo(&free_after, &total));
+  const double fwd = MedianMs([&] { loss.Forward(); }, repeats);
+  const double bwd = MedianMs([&] { loss.Backward(); }, repeats);
+  const double mi_ms = MedianMs([&] { loss.mi.Run(); }, repeats);
+  int finite = 0;
+  for (float s : loss.mi.scores.Download()) finite += std::isfinite(s);
+  for (char bad : loss.mi.illegal.Download()) finite -= bad;
+  // Bytes of px + py (= of px_grad + py_grad); the gradient pass reads the
+  // logits, writes the gradient and reads norms, px_grad and py_grad; the
+  // recursion must read px and py, write px_grad and py_grad, and write then
+  // read alpha and e at every cell.
+  const double small = (B * S * T1 + B * (S + 1) * Tn) * 4.0;
+  const double grad_bytes =
+      2 * n_logits * kLogitBytes + B * Tn * R * 4.0 + small;
+  const double mi_bytes = 2 * small + 4.0 * B * (S + 1) * (Tn + 1) * 4;
+  char bound[32] = "unknown";
+  if (peak_bw > 0) {
+    std::snprintf(bound, sizeof(bound), "%.4f", mi_bytes / peak_bw * 1e3);
+  }
+  std::printf(
+      "B=%lld T=%lld U=%lld V=%lld fwd_ms=%.3f bwd_ms=%.3f total_ms=%.3f "
+      "mi_ms=%.3f mi_bound_ms=%s peak_mb=%.1f memgetinfo_mb=%.1f "
+      "logits_mb=%.1f grad_gbps=%.1f finite=%d/%lld\n",
+      (long long)B, (long long)Tn, (long long)S, (long long)C, fwd, bwd,
+      fwd + bwd, mi_ms, bound, (tally.peak - held_before) / 1e6,
+      (double(free_before) - double(free_after)) / 1e6,
+      n_logits * kLogitBytes / 1e6, grad_bytes / (bwd * 1e-3) / 1e9, finite,
+      (long long)B);
+  std::fflush(stdout);
+}
+
+template <typename L>
+int Bench(const std::vector<Shape>& shapes, int repeats) {
+  const double peak_bw = PeakBandwidth();
+  const std::string dtype =
+      std::is_same_v<L, float>
+          ? "float32"
+          : std::string(TypeInfo<L>::kName) + " logits, float32 maths";
+  std::printf(
+      "%s, full logits, regular, times: medians of %d runs after 2 "
+      "warm-ups\n"
+      "  fwd: RnntLogProbs + MutualInformation; bwd: RnntGradient; mi: "
+      "MutualInformation alone\n"
+      "  mi_bound: bytes the recursion must touch / peak DRAM bandwidth",
+      dtype.c_str(), repeats);
+  if (peak_bw > 0) {
+    std::printf(" (%.0f GB/s: memory clock x bus width)\n", peak_bw / 1e9);
+  } else {
+    std::printf(" (unknown)\n");
+  }
+  std::printf(
+      "  peak_mb: the harness's device buffers (logits, grad, px, py, norms, "
+      "px_grad, py_grad, alpha, e, ...); memgetinfo_mb: free memory before "
+      "minus after allocating them\n"
+      "  grad_gbps: bytes the gradient pass reads and writes / bwd time\n");
+  for (const Shape& sh : shapes) BenchShape<L>(sh, repeats, peak_bw);
+  return 0;
+}
+
+bool ParseShapes(const std::string& text, std::vector<Shape>* shapes) {
+  shapes->clear();
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(';', begin), text.size());
+    long long b, t, u, v;
+    char extra;
+    if (std::sscanf(text.substr(begin, end - begin).c_str(),
+                    "%lld,%lld,%lld,%lld%c", &b, &t, &u, &v, &extra) != 4 ||
+        b < 1 || t < 1 || u < 1 || v < 2) {
+      return false;
+    }
+    shapes->push_back({b, t, u, v});
+    begin = end + 1;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// compare: loss (-score) and d loss / d logits of DIR's inputs, float32,
+// full logits, regular, boundary [0, 0, target_length, logit_length].
+
+template <typename T>
+std::vector<T> ReadFile(const std::string& path, int64_t n) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file || int64_t(file.tellg()) != n * int64_t(sizeof(T))) {
+    std::fprintf(stderr, "%s: missing or not %lld bytes\n", path.c_str(),
+                 (long long)(n * sizeof(T)));
+    std::exit(1);
+  }
+  std::vector<T> x(n);
+  file.seekg(0);
+  file.read(reinterpret_cast<char*>(x.data()), n * sizeof(T));
+  return x;
+}
+
+void WriteFile(const std::string& path, const std::vector<float>& x) {
+  std::ofstream file(path, std::ios::binary);
+  file.write(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float));
+  if (!file) {
+    std::fprintf(stderr, "%s: write failed\n", path.c_str());
+    std::exit(1);
+  }
+}
+
+int Compare(const std::string& dir) {
+  long long B = 0, Tn = 0, U = 0, V = 0, blank = -1;
+  std::ifstream shape_file(dir + "/shape.txt");
+  if (!(shape_file >> B >> Tn >> U >> V >> blank) || B < 1 || Tn < 1 || U < 1 ||
+      blank < 0 || blank >= V) {
+    std::fprintf(stderr, "%s/shape.txt: need 'B T U V blank'\n", dir.c_str());
+    return 1;
+  }
+  RnntInputs<float> in{B, Tn, U, V, U + 1, Tn + 1};  // regular
+  in.blank = int(blank);
+  in.logits = ReadFile<float>(dir + "/logits.f32", B * Tn * (U + 1) * V);
+  const auto targets = ReadFile<int32_t>(dir + "/targets.i32", B * U);
+  const auto logit_len = ReadFile<int32_t>(dir + "/logit_lengths.i32", B);
+  const auto target_len = ReadFile<int32_t>(dir + "/target_lengths.i32", B);
+  for (int64_t b = 0; b < B; ++b) {
+    if (target_len[b] < 0 || target_len[b] > U || logit_len[b] < 0 ||
+        logit_len[b] > Tn) {
+      std::fprintf(stderr, "sequence %lld: length out of range\n",
+                   (long long)b);
+      return 1;
+    }
+    in.boundary.insert(in.boundary.end(), {0, 0, target_len[b], logit_len[b]});
+    for (int64_t u = 0; u < U; ++u) {
+      const int32_t y = targets[b * U + u];
+      if (u < target_len[b] && (y < 0 || y >= V)) {
+        std::fprintf(stderr, "targets[%lld, %lld] = %d is not in [0, V)\n",
+                     (long long)b, (long long)u, y);
+        return 1;
+      }
+      in.symbols.push_back(y >= 0 && y < V ? y : 0);  // padding: unused
+    }
+  }
+  in.scale.assign(B, -1.0f);  // d loss = -d score
+  const Outputs<float> out = RunRnnt<Gpu>(in, /*in_place=*/true);
+  std::vector<float> loss(B);
+  for (int64_t b = 0; b < B; ++b)
+    loss[b] = out.illegal[b] ? NAN : -out.scores[b];
+  WriteFile(dir + "/loss.f32", loss);
+  WriteFile(dir + "/grad.f32", out.grad);
+  std::printf("compare: wrote %s/loss.f32 and %s/grad.f32\n", dir.c_str(),
+              dir.c_str());
+  return 0;
+}
+
+int Usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [check]\n"
+               "       %s bench [--repeats N] [--shapes B,T,U,V;...] "
+               "[--dtype float|half|bfloat16]\n"
+               "       %s compare DIR\n",
+               argv0, argv0, argv0);
+  return 1;
+}
+
+}  // namespace
+}  // namespace tf_transducer
+
+int main(int argc, char** argv) {
+  using namespace tf_transducer;
+  const std::string mode = argc > 1 ? argv[1] : "check";
+  std::vector<Shape> shapes = {
+      {8, 150, 40, 500}, {32, 500, 100, 1024}, {16, 1000, 200, 4096}};
+  int repeats = 10;
+  std::string dtype = "float";
+  if (mode == "bench") {
+    for (int i = 2; i < argc; i += 2) {
+      const std::string flag = argv[i];
+      if (i + 1 >= argc) return Usage(argv[0]);
+      if (flag == "--repeats") {
+        repeats = std::atoi(argv[i + 1]);
+        if (repeats < 1) return Usage(argv[0]);
+      } else if (flag == "--dtype") {
+        dtype = argv[i + 1];
+        if (dtype != "float" && dtype != "half" && dtype != "bfloat16") {
+          return Usage(argv[0]);
+        }
+      } else if (flag != "--shapes" || !ParseShapes(argv[i + 1], &shapes)) {
+        return Usage(argv[0]);
+      }
+    }
+  } else if (!(mode == "check" && argc <= 2) &&
+             !(mode == "compare" && argc == 3)) {
+    return Usage(argv[0]);
+  }
+
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    std::printf("no CUDA device: %s\n",
+                cudaGetErrorString(status ? status : cudaErrorNoDevice));
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device 0: %s (sm_%d%d, %.1f GiB)\n", prop.name, prop.major,
+              prop.minor, prop.totalGlobalMem / double(1 << 30));
+  std::fflush(stdout);
+  if (mode == "check") return Check();
+  if (mode == "bench") {
+    if (dtype == "half") return Bench<Half>(shapes, repeats);
+    if (dtype == "bfloat16") return Bench<BFloat16>(shapes, repeats);
+    return Bench<float>(shapes, repeats);
+  }
+  return Compare(argv[2]);
+}
