@@ -5,10 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-CC_FILES := $(shell find cc -name '*.cc' -o -name '*.h')
+CC_FILES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-all bench build lint format clean
+.PHONY: demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,46 @@ bench: build
 	$(PY) benchmarks/bench_deepspeech.py
 	$(PY) benchmarks/bench_transducer.py
 
+# The library built with the CUDA kernels (TT_CUDA=1, needs nvcc), kept apart
+# in build-cuda/, and the op tests run on it: on a machine without a GPU this
+# checks that it builds, loads and computes on the CPU as the plain build
+# does; on a GPU machine the GPU tests (tests/ops/test_gpu.py) run too.  Also
+# builds the GPU harness and runs it when a GPU is present.
+CUDA_LIB := build-cuda/tf_transducer/_ops.so
+test-cuda-build: | $(STAMP)
+	TT_CUDA=1 $(PY) setup.py --quiet build_ext --build-lib build-cuda --build-temp build-cuda/temp
+	TF_TRANSDUCER_OPS_LIBRARY=$(CURDIR)/$(CUDA_LIB) TT_EXPECT_GPU_KERNELS=1 \
+	  $(PY) -m pytest -n $(PYTEST_WORKERS) tests/ops tests/test_losses.py tests/test_pruned_loss.py
+	$(MAKE) gpu-harness
+	status=0; $(GPU_HARNESS) check || status=$$?; \
+	  if [ $$status -eq 2 ]; then echo "gpu harness built; no GPU here to run it"; else exit $$status; fi
+
+# The standalone GPU harness: nvcc and the project's headers, no TensorFlow.
+NVCC ?= nvcc
+GPU_HARNESS := build/gpu_harness
+CUDA_SOURCES := $(wildcard cc/kernels/gpu/*.cu)
+$(GPU_HARNESS): cc/gpu_harness/harness.cu $(CC_FILES)
+	mkdir -p build
+	$(NVCC) -std=c++17 --expt-relaxed-constexpr -O3 -I . \
+	  -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	  -gencode arch=compute_90,code=compute_90 \
+	  cc/gpu_harness/harness.cu $(CUDA_SOURCES) -o $@
+
+gpu-harness: $(GPU_HARNESS)
+
+# On a GPU machine (TensorFlow and a network not needed): the CUDA kernels
+# against the CPU maths (under compute-sanitizer's memcheck when present),
+# their timings, and the comparison with torchaudio when it is installed.
+gpu-check: $(GPU_HARNESS)
+	$(GPU_HARNESS) check
+	if command -v compute-sanitizer >/dev/null; then \
+	  compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_HARNESS) check; \
+	else echo "compute-sanitizer not found: memcheck skipped"; fi
+	if python3 -c "import torch, torchaudio" 2>/dev/null; then \
+	  python3 benchmarks/bench_gpu.py --harness $(GPU_HARNESS); \
+	else echo "torch/torchaudio not found: timing ours only"; \
+	  $(GPU_HARNESS) bench; fi
+
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -51,4 +91,4 @@ format: | $(STAMP)
 	$(VENV)/bin/clang-format -i $(CC_FILES)
 
 clean:
-	rm -rf build tf_transducer/_ops.so
+	rm -rf build build-cuda tf_transducer/_ops.so
