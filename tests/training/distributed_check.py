@@ -1,12 +1,13 @@
 """Run as a script (tests/training/test_distributed.py starts it): trains a
-small Transducer with the C++ RnntLoss through `train_loop` for a few steps
-on fixed data and writes the final weights to OUT (.npy).
+small model through `train_loop` for a few steps on fixed data and writes
+the final loss and weights to OUT (.npy).  MODEL: "transducer" (the C++
+RnntLoss) or "deepspeech" (CtcLoss).
 
-  distributed_check.py single OUT     one process, the default strategy
-  distributed_check.py mirrored OUT   2 logical CPUs, MirroredStrategy
-  distributed_check.py worker OUT     this process's task of TF_CONFIG
-                                      (MultiWorkerMirroredStrategy); the
-                                      chief writes OUT
+  distributed_check.py single OUT MODEL     one process, default strategy
+  distributed_check.py mirrored OUT MODEL   2 logical CPUs, MirroredStrategy
+  distributed_check.py worker OUT MODEL     this process's task of TF_CONFIG
+                                            (MultiWorkerMirroredStrategy);
+                                            the chief writes OUT
 
 Every variant sees the same global batch of 4 utterances per step: the
 replicas (or workers) each take their shard of it.
@@ -21,15 +22,15 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-MODE, OUT = sys.argv[1], sys.argv[2]
+MODE, OUT, MODEL = sys.argv[1:4]
 if MODE == "mirrored":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2
     )
 
-from tf_transducer.losses import RnntLoss  # noqa: E402
-from tf_transducer.models import Transducer  # noqa: E402
+from tf_transducer.losses import CtcLoss, RnntLoss  # noqa: E402
+from tf_transducer.models import DeepSpeech, Transducer  # noqa: E402
 from tf_transducer.training import distributed  # noqa: E402
 
 GLOBAL_BATCH, STEPS = 4, 3
@@ -59,13 +60,25 @@ def dataset_fn(context):
 
 with strategy.scope():
     keras.utils.set_random_seed(0)
-    model = Transducer(7, feature_dim=6, encoder_units=8, predictor_units=8,
-                       joiner_units=8, embedding_dim=4)  # fmt: skip
+    if MODEL == "transducer":
+        model = Transducer(7, feature_dim=6, encoder_units=8, predictor_units=8,
+                           joiner_units=8, embedding_dim=4)  # fmt: skip
+        loss = RnntLoss()
+    else:  # no dropout: the replicas would draw different masks
+        model = DeepSpeech(num_classes=7, n_hidden=16, n_context=2, n_input=6,
+                           dropout_rate=0.0)  # fmt: skip
+        loss = CtcLoss()
     model.build()
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=RnntLoss())
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss)
+initial = np.concatenate([w.numpy().ravel() for w in model.weights])
 history = distributed.train_loop(model, dataset_fn, epochs=1, steps_per_epoch=STEPS,
                                  strategy=strategy, log_every=0)  # fmt: skip
 weights = np.concatenate([w.numpy().ravel() for w in model.weights])
+# A step that trained nothing would make every variant agree.
+assert np.isfinite(history[0]) and np.abs(weights - initial).max() > 1e-3, (
+    history,
+    np.abs(weights - initial).max(),
+)
 if distributed.is_chief(strategy):
     np.save(OUT, np.concatenate([[history[0]], weights]))
 print("done", history[0])

@@ -17,9 +17,9 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "distributed_check.py")
 TIMEOUT = 240
 
 
-def _run(mode, out, env=None):
+def _run(mode, out, model, env=None):
     return subprocess.Popen(
-        [sys.executable, SCRIPT, mode, str(out)],
+        [sys.executable, SCRIPT, mode, str(out), model],
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -47,18 +47,19 @@ def _free_ports(n):
     return ports
 
 
-@pytest.fixture(scope="module")
-def one_process(tmp_path_factory):
+@pytest.fixture(scope="module", params=["transducer", "deepspeech"])
+def one_process(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("single") / "weights.npy"
-    _finish(_run("single", out))
-    return np.load(out)
+    _finish(_run("single", out, request.param))
+    return request.param, np.load(out)
 
 
 def test_two_replicas_train_to_one_process_weights(one_process, tmp_path):
+    model, one_process = one_process
     # Keras divides each replica's loss by the number of replicas and the
     # optimizer sums their gradients: scaling again in the loop would halve
     # every update.
-    _finish(_run("mirrored", tmp_path / "w.npy"))
+    _finish(_run("mirrored", tmp_path / "w.npy", model))
     got = np.load(tmp_path / "w.npy")
     assert abs(got[0] - one_process[0]) <= 1e-5 * abs(one_process[0])  # loss
     np.testing.assert_allclose(got[1:], one_process[1:], atol=1e-6)
@@ -66,12 +67,14 @@ def test_two_replicas_train_to_one_process_weights(one_process, tmp_path):
 
 
 def test_two_workers_train_to_one_process_weights(one_process, tmp_path):
+    model, one_process = one_process
     ports = _free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     workers = [
         _run(
             "worker",
             tmp_path / "w.npy",
+            model,
             {
                 "TF_CONFIG": json.dumps(
                     {"cluster": cluster, "task": {"type": "worker", "index": i}}
