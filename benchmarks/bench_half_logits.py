@@ -18,17 +18,12 @@ import time
 
 from absl import app, flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peak_rss  # noqa: E402
+
 REPEATS = flags.DEFINE_integer("repeats", 10, "Timed steps per case.")
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'dtype,path,B,T,U,V'.")
 SHAPES = [(8, 150, 40, 500), (4, 300, 60, 1000)]
-
-
-def _status(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def measure(dtype_name, path, B, T, U, V, repeats):
@@ -50,11 +45,9 @@ def measure(dtype_name, path, B, T, U, V, repeats):
     logits = tf.cast(tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0]), dtype)
     labels = tf.constant(np.random.default_rng(0).integers(1, V, size=(B, U)))
     step(tf.cast(tf.zeros((1, 3, 3, 4)), dtype), tf.constant([[1, 2]]))
-    before = _status("VmRSS:")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset VmHWM to the current RSS
+    before = peak_rss.start()
     step(logits, labels)  # eager: done on return (no .numpy() copy counted)
-    peak = (_status("VmHWM:") - before) / (B * T * (U + 1) * V * dtype.size)
+    peak = peak_rss.peak_above(before) / (B * T * (U + 1) * V * dtype.size)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

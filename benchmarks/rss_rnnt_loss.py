@@ -17,17 +17,10 @@ import sys
 from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peak_rss  # noqa: E402
 from rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
 
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
-
-
-def _status(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def measure(impl, B, T, U, V):
@@ -39,16 +32,16 @@ def measure(impl, B, T, U, V):
         with tf.GradientTape() as tape:
             tape.watch(x)
             loss = loss_function(impl, y)(x)
-        return tape.gradient(loss, x).numpy()
+        # Eager ops are done when they return; .numpy() would add a copy of
+        # the gradient (TF 2.21) that is not the step's.
+        return tape.gradient(loss, x)
 
     logits = tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0])
     labels = tf.constant(np.random.default_rng(0).integers(1, V, size=(B, U)))
     step(tf.random.stateless_normal((1, 3, 3, 4), seed=[0, 0]), tf.constant([[1, 2]]))
-    before = _status("VmRSS:")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset VmHWM to the current RSS
+    before = peak_rss.start()
     step(logits, labels)
-    return (_status("VmHWM:") - before) / (B * T * (U + 1) * V * 4)
+    return peak_rss.peak_above(before) / (B * T * (U + 1) * V * 4)
 
 
 def main(argv):
