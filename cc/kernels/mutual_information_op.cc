@@ -4,7 +4,6 @@
 // calls functor::MutualInformation.
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "cc/kernels/mutual_information_functor.h"
@@ -13,7 +12,6 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/lib/core/errors.h"
-#include "tensorflow/core/lib/core/threadpool.h"
 
 namespace tf_transducer {
 
