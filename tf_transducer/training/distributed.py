@@ -1,32 +1,18 @@
-"""Training under any tf.distribute strategy, across machines included.
-
-Keras 3's `Model.fit` does not run under `MultiWorkerMirroredStrategy`
-(keras-team/keras#20585, tensorflow/tensorflow#72388: it fails before the
-first step reducing the first batch's nest, then on scalar metrics), so
-training on several machines goes through `train_loop`, a custom loop:
-`strategy.run` of a step that calls the model's own `compute_loss` (the
-same loss code as under `fit`) and `optimizer.apply_gradients`.
-
-The loss is averaged over the global batch exactly once: Keras losses
-divide their per-replica mean by the number of replicas when they run in a
-replica context, and `apply_gradients` sums the replicas' gradients, so the
-step adds no scaling of its own (tests/training/test_distributed.py checks
-that two replicas train to the weights of one process on the same global
-batch).
+"""Clusters and strategies: which strategy this process trains under, which
+share of the data it reads, and sums across workers.
 
 `strategy_from_environment()` picks the strategy: `TF_CONFIG` naming more
 than one task -> `MultiWorkerMirroredStrategy`; several GPUs ->
 `MirroredStrategy`; else the default strategy.  Each worker reads its own
 shard of the data (`shard_items`, by utterance, before any audio is
-decoded).
+decoded).  The training loop itself is `tf_transducer.training.train_loop`.
 """
 
 import json
 import os
-import time
 
+import numpy as np
 import tensorflow as tf
-from absl import logging
 
 TF_CONFIG = "TF_CONFIG"
 
@@ -97,20 +83,72 @@ def cluster_from_environment(environ=None):
     return cluster, job, index
 
 
-def strategy_from_environment(timeout_seconds=60.0):
-    """The strategy for this process: MultiWorkerMirroredStrategy when
-    TF_CONFIG names more than one task (collectives time out after
-    `timeout_seconds` instead of hanging on a peer that never answers),
-    MirroredStrategy over several GPUs, else the default strategy."""
+DISTRIBUTIONS = ("auto", "none", "mirrored", "multi_worker")
+
+
+def strategy_from_environment(distribution="auto", timeout_seconds=60.0):
+    """The strategy for this process.
+
+    Args:
+      distribution: "auto": MultiWorkerMirroredStrategy when TF_CONFIG names
+        more than one task, MirroredStrategy over several GPUs, else the
+        default strategy; "none": the default strategy (one device);
+        "mirrored": MirroredStrategy over this machine's GPUs (or its CPU);
+        "multi_worker": MultiWorkerMirroredStrategy (TF_CONFIG required).
+      timeout_seconds: collectives (all-reduces) fail after this long
+        instead of hanging on a worker that never answers.
+
+    Raises:
+      ValueError: an unknown distribution, or "multi_worker" without a
+        TF_CONFIG; ClusterConfigError: a malformed TF_CONFIG.
+    """
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(
+            f"distribution must be one of {', '.join(DISTRIBUTIONS)}, "
+            f"got {distribution!r}"
+        )
     found = cluster_from_environment()
-    if found is not None and sum(len(a) for a in found[0].values()) > 1:
+    several = found is not None and sum(len(a) for a in found[0].values()) > 1
+    if distribution == "multi_worker" and found is None:
+        raise ValueError(
+            f'distribution "multi_worker" needs {TF_CONFIG} (the cluster and '
+            "this worker's task); it is not set"
+        )
+    if distribution == "multi_worker" or (distribution == "auto" and several):
         options = tf.distribute.experimental.CommunicationOptions(
             timeout_seconds=timeout_seconds
         )
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    if len(tf.config.list_logical_devices("GPU")) > 1:
+    gpus = tf.config.list_logical_devices("GPU")
+    if distribution == "mirrored" or (distribution == "auto" and len(gpus) > 1):
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()
+
+
+def worker_position(strategy):
+    """(this worker's index, number of workers); (0, 1) on one machine."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().jobs:
+        return 0, 1
+    spec = resolver.cluster_spec()
+    jobs = [job for job in ("chief", "worker") if job in spec.jobs]
+    tasks = [(job, i) for job in jobs for i in range(spec.num_tasks(job))]
+    return tasks.index((resolver.task_type, resolver.task_id)), len(tasks)
+
+
+def all_reduce_sums(strategy, values):
+    """Element-wise sums over the workers of float64 `values` (a 1-D array,
+    the same length on every worker); every worker gets the totals."""
+    values = np.asarray(values, np.float64)
+    local = strategy.num_replicas_in_sync // worker_position(strategy)[1]
+
+    def value_fn(context):
+        # One replica per worker carries the values.
+        first = context.replica_id_in_sync_group % local == 0
+        return tf.constant(values if first else np.zeros_like(values))
+
+    per_replica = strategy.experimental_distribute_values_from_function(value_fn)
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None).numpy()
 
 
 def is_chief(strategy):
@@ -134,86 +172,3 @@ def shard_items(items, num_shards, index):
             f"num_shards={num_shards}"
         )
     return list(items)[index::num_shards]
-
-
-def _step_function(model):
-    """One replica's step: (x, y) -> the replica's loss before Keras'
-    division by the number of replicas (for logging)."""
-    optimizer = model.optimizer
-    variables = model.trainable_variables
-
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            y_pred = model(x, training=True)
-            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
-            scaled = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, variables)
-        optimizer.apply_gradients(zip(grads, variables, strict=True))
-        return loss
-
-    return step
-
-
-def train_loop(
-    model,
-    dataset_fn,
-    epochs,
-    steps_per_epoch,
-    strategy=None,
-    log_every=10,
-):
-    """Trains a compiled model for `epochs` epochs of `steps_per_epoch`
-    steps; returns the mean loss of each epoch (reduced across workers).
-
-    Args:
-      model: a Keras model built and compiled under `strategy.scope()`, whose
-        `compute_loss(x, y, y_pred, training)` gives the loss (all of ours).
-      dataset_fn: `tf.distribute.InputContext -> tf.data.Dataset` of
-        (x, y) batches of `input_context.get_per_replica_batch_size(global)`
-        items, read from this worker's shard (`input_context.input_pipeline_id`
-        of `input_context.num_input_pipelines`); repeated as needed.
-      epochs, steps_per_epoch: positive ints.
-      strategy: default: `strategy_from_environment()`.
-      log_every: steps between progress lines (chief only; 0: none).
-    """
-    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if model.optimizer is None:
-        raise ValueError("compile the model (with an optimizer and our loss) first")
-    strategy = strategy or strategy_from_environment()
-    chief = is_chief(strategy)
-    dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    step = _step_function(model)
-
-    @tf.function
-    def distributed_step(batch):
-        x, y = batch
-        losses = strategy.run(step, args=(x, y))
-        # Each replica's loss is already divided by the number of replicas.
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
-
-    history = []
-    iterator = iter(dataset)
-    for epoch in range(epochs):
-        total, start = 0.0, time.time()
-        for i in range(steps_per_epoch):
-            loss = float(distributed_step(next(iterator)))
-            total += loss
-            if chief and log_every and (i + 1) % log_every == 0:
-                logging.info(
-                    "epoch %d step %d/%d: loss %.4f",
-                    epoch + 1,
-                    i + 1,
-                    steps_per_epoch,
-                    loss,
-                )
-        history.append(total / steps_per_epoch)
-        if chief:
-            logging.info(
-                "epoch %d: loss %.4f (%.1f s)",
-                epoch + 1,
-                history[-1],
-                time.time() - start,
-            )
-    return history

@@ -1,0 +1,149 @@
+"""train_loop in this process: mixed precision policies, checkpoints of
+another model refused, arguments and distributions checked."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf_transducer.losses import RnntLoss
+from tf_transducer.models import Transducer
+from tf_transducer.training import (
+    loss_sums,
+    model_description,
+    strategy_from_environment,
+    train_loop,
+)
+
+rng = np.random.default_rng(1)
+X = rng.normal(size=(8, 12, 6)).astype(np.float32)
+N = np.array([12, 9, 12, 6, 10, 12, 7, 11], np.int32)
+Y = np.array([[1, 2, 3], [4, 5, -1], [6, -1, -1], [2, 2, -1]] * 2, np.int32)
+
+
+def _dataset_fn(context, epoch):
+    data = tf.data.Dataset.from_tensor_slices(((X, N), Y))
+    return data.shuffle(8, seed=epoch).batch(4)
+
+
+def _transducer(vocab_size=7, lr=0.05, augment=None):
+    keras.utils.set_random_seed(0)
+    model = Transducer(vocab_size, feature_dim=6, encoder_units=8,
+                       predictor_units=8, joiner_units=8, embedding_dim=4,
+                       augment=augment)  # fmt: skip
+    model.build()
+    model.compile(optimizer=keras.optimizers.Adam(lr), loss=RnntLoss())
+    return model
+
+
+def _validation(model, worker, workers):
+    return loss_sums(model, tf.data.Dataset.from_tensor_slices(((X, N), Y)).batch(3))
+
+
+@pytest.fixture
+def policy(request):
+    keras.mixed_precision.set_global_policy(request.param)
+    yield request.param
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _train(epochs=3):
+    """(model, loss before training, history)."""
+    model = _transducer()
+    total, count = _validation(model, 0, 1)["loss"]
+    history = train_loop(model, _dataset_fn, epochs=epochs, steps_per_epoch=2,
+                         validation=_validation, log_every=0)  # fmt: skip
+    return model, total / count, history
+
+
+@pytest.fixture(scope="module")
+def float32_run():
+    return _train()
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"], indirect=True)
+def test_mixed_precision_trains_close_to_float32(policy, float32_run):
+    model, initial, history = _train()
+    if policy == "mixed_float16":  # Keras' compile adds the loss scaling
+        assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert model.compute_dtype == policy.split("_")[1]
+    assert all(w.dtype == "float32" for w in model.trainable_weights)
+    assert np.all(np.isfinite(history["loss"] + history["val_loss"]))
+    # The same weights: the loss (in float32 on 16-bit logits) is within
+    # the network's 16-bit rounding of float32's.
+    tolerance = 2e-3 if policy == "mixed_float16" else 2e-2
+    np.testing.assert_allclose(initial, float32_run[1], rtol=tolerance)
+    # It learns (float16 may skip a first step whose scaled gradients overflow).
+    assert history["val_loss"][-1] < initial
+    assert history["loss"][-1] < history["loss"][0]
+
+
+def test_checkpoint_of_another_model_is_refused(tmp_path):
+    train_loop(_transducer(), _dataset_fn, epochs=1, steps_per_epoch=1,
+               checkpoint_dir=str(tmp_path), log_every=0)  # fmt: skip
+    other = _transducer(vocab_size=9)
+    with pytest.raises(ValueError, match="another model") as error:
+        train_loop(other, _dataset_fn, epochs=1, steps_per_epoch=1,
+                   checkpoint_dir=str(tmp_path), log_every=0)  # fmt: skip
+    message = str(error.value)
+    assert "config.vocab_size: 7 -> 9" in message
+    assert '"vocab_size": 7' in message and '"vocab_size": 9' in message
+    assert model_description(other)["config"]["vocab_size"] == 9
+
+
+def test_resumed_run_draws_what_the_uninterrupted_run_draws(tmp_path):
+    # SpecAugment's seed generator, Adam's moments and the step are in the
+    # checkpoint: two runs of one epoch each = one run of two epochs.
+    augment = dict(freq_mask_max_bins=2, time_mask_max_frames=3)
+    whole = _transducer(augment=augment)
+    want = train_loop(whole, _dataset_fn, epochs=2, steps_per_epoch=2, log_every=0)
+    first = _transducer(augment=augment)
+    train_loop(first, _dataset_fn, epochs=1, steps_per_epoch=2,
+               checkpoint_dir=str(tmp_path), log_every=0)  # fmt: skip
+    second = _transducer(augment=augment)
+    got = train_loop(second, _dataset_fn, epochs=2, steps_per_epoch=2,
+                     checkpoint_dir=str(tmp_path), log_every=0)  # fmt: skip
+    assert got["loss"] == want["loss"][1:]
+    for a, b in zip(whole.weights, second.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_finished_checkpoint_is_resumed_not_retrained(tmp_path):
+    model = _transducer()
+    train_loop(model, _dataset_fn, epochs=1, steps_per_epoch=2,
+               checkpoint_dir=str(tmp_path), log_every=0)  # fmt: skip
+    again = _transducer()
+    history = train_loop(again, _dataset_fn, epochs=1, steps_per_epoch=2,
+                         checkpoint_dir=str(tmp_path), log_every=0)  # fmt: skip
+    assert history == {}  # nothing left to train
+    for a, b in zip(model.weights, again.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(epochs=0), "epochs must be a positive int"),
+        (dict(steps_per_epoch=1.5), "steps_per_epoch must be a positive int"),
+        (dict(save_every=-1), "save_every must be an int >= 0"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    args = dict(epochs=1, steps_per_epoch=1) | kwargs
+    with pytest.raises(ValueError, match=message):
+        train_loop(_transducer(), _dataset_fn, **args)
+
+
+def test_uncompiled_model_is_refused():
+    with pytest.raises(ValueError, match="model: compile it"):
+        train_loop(Transducer(7, feature_dim=6), _dataset_fn, 1, 1)
+
+
+def test_distribution_choices(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        strategy_from_environment("ring")
+    with pytest.raises(ValueError, match="needs TF_CONFIG"):
+        strategy_from_environment("multi_worker")
+    assert strategy_from_environment("none") is tf.distribute.get_strategy()
+    assert strategy_from_environment("auto") is tf.distribute.get_strategy()

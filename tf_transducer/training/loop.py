@@ -1,0 +1,318 @@
+"""`train_loop`: training under any tf.distribute strategy, resumable.
+
+Keras 3's `Model.fit` does not run under `MultiWorkerMirroredStrategy`
+(keras-team/keras#20585, tensorflow/tensorflow#72388), so training on
+several machines goes through this loop: `strategy.run` of a step that
+calls the model's own `compute_loss` (the loss code `fit` runs) and
+`optimizer.apply_gradients`.
+
+The loss is averaged over the global batch exactly once: Keras losses divide
+their per-replica mean by the number of replicas, and `apply_gradients`
+sums the replicas' gradients, so the step adds no scaling of its own.
+
+With a `checkpoint_dir` the loop is fault tolerant:
+
+- one checkpoint (model, optimizer, step, the epoch's running loss) is
+  written by the chief after every epoch and every `save_every` steps; the
+  other workers write theirs to scratch folders that are removed at once
+  (every worker must take part in a save under MultiWorkerMirroredStrategy);
+- every worker restores the newest one at start and continues at the exact
+  step: the dataset of that epoch is rebuilt (`dataset_fn(context, epoch)`
+  must give the same batches for the same epoch) and the steps already done
+  are skipped;
+- SIGTERM is handled by `tf.distribute.experimental.PreemptionCheckpointHandler`:
+  the cluster agrees on a step, saves there and exits with
+  `PREEMPTED_EXIT_CODE`, which a supervisor restarts;
+- a checkpoint folder written for another model (class or configuration,
+  e.g. another vocabulary) is refused, naming both.
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from tf_transducer.training.distributed import (
+    all_reduce_sums,
+    is_chief,
+    strategy_from_environment,
+    worker_position,
+)
+from tf_transducer.training.run_dir import config_differences
+
+PREEMPTED_EXIT_CODE = 42  # the exit code of a worker that saved on SIGTERM
+MODEL_FILE = "model.json"  # what the checkpoints in a folder belong to
+SCRATCH = "scratch"  # non-chief workers save to scratch_worker_<i>, removed
+
+
+# Settings that do not change what a checkpoint holds.
+_NOT_DESCRIBED = ("name", "dtype", "trainable")
+
+
+def model_description(model):
+    """What a checkpoint belongs to: the model's class and configuration
+    (without its name and dtype policy)."""
+    config = {k: v for k, v in model.get_config().items() if k not in _NOT_DESCRIBED}
+    return json.loads(
+        json.dumps({"class": type(model).__name__, "config": config}, default=repr)
+    )
+
+
+def _check_description(path, model, chief):
+    """Refuses a checkpoint folder of another model; the chief records this
+    one's in a new folder."""
+    wanted = model_description(model)
+    if os.path.isfile(path):
+        with open(path) as f:
+            saved = json.load(f)
+        if saved != wanted:
+            differences = "; ".join(config_differences(saved, wanted))
+            raise ValueError(
+                f"{os.path.dirname(path)} holds checkpoints of another model "
+                f"({differences}): saved {json.dumps(saved, sort_keys=True)}, "
+                f"this one {json.dumps(wanted, sort_keys=True)}; use another "
+                "checkpoint_dir"
+            )
+        return
+    if not chief:
+        return
+    with open(path + ".tmp", "w") as f:
+        json.dump(wanted, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+class _Checkpoints:
+    """The run's checkpoint: restored at start, saved by every worker (the
+    chief's copy is the one kept), and saved on SIGTERM."""
+
+    def __init__(self, model, strategy, directory, chief):
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        weights = {id(v) for v in model.weights}
+        self.checkpoint = tf.train.Checkpoint(
+            model=model,
+            optimizer=model.optimizer,
+            # The layers' seed generators (SpecAugment, dropout): their
+            # states are not weights, and a resumed run must draw what the
+            # interrupted one would have.
+            random_states=[v for v in model.variables if id(v) not in weights],
+            step=self.step,
+            epoch_loss_sum=self.loss_sum,
+        )
+        os.makedirs(directory, exist_ok=True)
+        _check_description(os.path.join(directory, MODEL_FILE), model, chief)
+        resolver = getattr(strategy, "cluster_resolver", None)
+        # Restores the newest checkpoint in `directory` on every worker.
+        self.preemption = tf.distribute.experimental.PreemptionCheckpointHandler(
+            resolver,
+            self.checkpoint,
+            directory,
+            tf.distribute.experimental.TerminationConfig(
+                exit_fn=lambda: sys.exit(PREEMPTED_EXIT_CODE), save_fn=self.save
+            ),
+        )
+        if chief:
+            self.writer = tf.train.CheckpointManager(
+                self.checkpoint, directory, max_to_keep=2
+            )
+        else:
+            task = resolver.task_id if resolver is not None else 0
+            self.scratch = os.path.join(directory, f"{SCRATCH}_worker_{task}")
+            self.writer = tf.train.CheckpointManager(
+                self.checkpoint, self.scratch, max_to_keep=1
+            )
+        self.chief = chief
+
+    def save(self):
+        self.writer.save(checkpoint_number=int(self.step.numpy()))
+        if not self.chief:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _step_function(model):
+    """One replica's step: (x, y) -> the replica's loss (already divided by
+    the number of replicas, as Keras does)."""
+    optimizer = model.optimizer
+    variables = model.trainable_variables
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+            scaled = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, variables)
+        optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return loss
+
+    return step
+
+
+def loss_sums(model, dataset):
+    """{"loss": (sum of the batches' losses weighted by their sizes, items)}
+    of a model on (x, y) batches, computed with its own `compute_loss`:
+    one worker's share of a validation loss (see `train_loop`'s
+    `validation`)."""
+    # Keras divides a loss by the replicas inside a strategy's scope.
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    total, count = 0.0, 0
+    for x, y in dataset:
+        y_pred = model(x, training=False)
+        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
+        n = int(tf.shape(tf.nest.flatten(y)[0])[0])
+        total += float(loss) * replicas * n
+        count += n
+    return {"loss": (total, count)}
+
+
+def _check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def train_loop(
+    model,
+    dataset_fn,
+    epochs,
+    steps_per_epoch,
+    strategy=None,
+    *,
+    checkpoint_dir=None,
+    save_every=0,
+    validation=None,
+    callbacks=(),
+    log_every=10,
+):
+    """Trains a compiled model; returns {"loss": [...], "val_...": [...]},
+    one value per epoch run by this call (reduced across workers).
+
+    Args:
+      model: a Keras model built and compiled under `strategy.scope()`,
+        whose `compute_loss(x, y, y_pred, training)` gives the loss (all of
+        ours do).
+      dataset_fn: `(tf.distribute.InputContext, epoch) -> tf.data.Dataset`
+        of (x, y) batches of `context.get_per_replica_batch_size(global)`
+        items from this worker's shard (`context.input_pipeline_id` of
+        `context.num_input_pipelines`), at least `steps_per_epoch` for each
+        local replica; the same batches for the same epoch (seed the
+        shuffle with the epoch) so that a resumed run sees what the
+        interrupted one would have.
+      epochs, steps_per_epoch: positive ints.
+      strategy: default: `strategy_from_environment()`.
+      checkpoint_dir: resume from and save to this folder (see the module
+        docstring), or None.
+      save_every: steps between checkpoints besides the one after each
+        epoch (0: epochs only).
+      validation: optional `(model, pipeline_id, num_pipelines) ->
+        {name: (sum, count)}` run after each epoch on every worker over its
+        shard of the validation data; the loop adds the sums and counts of
+        all workers and logs `val_<name>` = sum / count (e.g. `loss_sums`
+        gives the validation loss; word errors and words give the WER).
+      callbacks: Keras callbacks, run on every worker (give writing ones to
+        the chief only); `model.stop_training` ends training after the epoch.
+      log_every: steps between progress lines (chief only; 0: none).
+    """
+    _check_positive("epochs", epochs)
+    _check_positive("steps_per_epoch", steps_per_epoch)
+    if (
+        isinstance(save_every, bool)
+        or not isinstance(save_every, int)
+        or save_every < 0
+    ):
+        raise ValueError(f"save_every must be an int >= 0, got {save_every!r}")
+    if getattr(model, "optimizer", None) is None:
+        raise ValueError("model: compile it (with an optimizer and our loss) first")
+    strategy = strategy or strategy_from_environment()
+    chief = is_chief(strategy)
+    if not model.optimizer.built:
+        # Its variables (Adam's moments, ...) are made here, not in the step.
+        with strategy.scope():
+            model.optimizer.build(model.trainable_variables)
+    step_fn = _step_function(model)
+    local_replicas = strategy.num_replicas_in_sync // worker_position(strategy)[1]
+
+    @tf.function
+    def distributed_step(iterator):
+        x, y = next(iterator)
+        losses = strategy.run(step_fn, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    state = None
+    if checkpoint_dir:
+        state = _Checkpoints(model, strategy, checkpoint_dir, chief)
+    done = int(state.step.numpy()) if state else 0
+    first_epoch, skip = divmod(done, steps_per_epoch)
+    if done and chief:
+        logging.info(
+            "%s: resuming at epoch %d, step %d", checkpoint_dir, first_epoch + 1, skip
+        )
+    callback_list = keras.callbacks.CallbackList(
+        list(callbacks), model=model, epochs=epochs, steps=steps_per_epoch, verbose=0
+    )
+    history = {}
+    model.stop_training = False
+    callback_list.on_train_begin()
+    for epoch in range(first_epoch, epochs):
+        callback_list.on_epoch_begin(epoch)
+
+        def epoch_dataset(context, epoch=epoch, skip=skip):
+            # Steps already trained (a resumed run) are skipped.
+            return dataset_fn(context, epoch).skip(skip * local_replicas)
+
+        iterator = iter(strategy.distribute_datasets_from_function(epoch_dataset))
+        total = state.loss_sum.numpy() if state and skip else 0.0
+        start = time.time()
+        for i in range(skip, steps_per_epoch):
+            if state:
+                loss = float(state.preemption.run(distributed_step, iterator))
+            else:
+                loss = float(distributed_step(iterator))
+            total += loss
+            if state:
+                state.step.assign_add(1)
+                state.loss_sum.assign(total)
+                if save_every and (i + 1) % save_every == 0 and i + 1 < steps_per_epoch:
+                    state.save()
+            if chief and log_every and (i + 1) % log_every == 0:
+                logging.info(
+                    "epoch %d step %d/%d: loss %.4f", epoch + 1, i + 1,
+                    steps_per_epoch, loss,
+                )  # fmt: skip
+        skip = 0
+        logs = {"loss": total / steps_per_epoch}
+        if validation is not None:
+            sums = validation(model, *worker_position(strategy))
+            for name, value in _reduced_ratios(strategy, sums).items():
+                logs[f"val_{name}"] = value
+        if state:
+            state.loss_sum.assign(0.0)
+            state.save()
+        for name, value in logs.items():
+            history.setdefault(name, []).append(value)
+        if chief:
+            logging.info(
+                "epoch %d/%d (%.1f s): %s", epoch + 1, epochs, time.time() - start,
+                " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()),
+            )  # fmt: skip
+        callback_list.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    callback_list.on_train_end()
+    return history
+
+
+def _reduced_ratios(strategy, sums):
+    """{name: (sum, count)} of this worker -> {name: total sum / total count}."""
+    names = sorted(sums)
+    values = np.array([v for name in names for v in sums[name]], np.float64)
+    totals = all_reduce_sums(strategy, values)
+    return {
+        name: float(totals[2 * i] / totals[2 * i + 1]) if totals[2 * i + 1] else
+        float("nan")
+        for i, name in enumerate(names)
+    }  # fmt: skip
