@@ -2,7 +2,7 @@
 
 1. Train a small transducer (log-mel -> 2-layer LSTM encoder, stateless
    prediction network, joiner; RnntLoss, SpecAugment) on the bundled
-   spoken-digits corpus, train voices only, with Keras progress bars.
+   spoken-digits corpus, train voices only (`train_loop`, a line per epoch).
 2. Decode the test voices (never heard in training): WER and CER of greedy
    search and of modified beam search (beam 4).
 3. Export the streaming TFLite programs (features, encoder chunk, prediction
@@ -24,8 +24,8 @@ import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from tf_transducer.cli import transducer as recipe  # noqa: E402
 from tf_transducer.data.corpora import manifest  # noqa: E402
+from tf_transducer.training import transducer_recipe as recipe  # noqa: E402
 
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/digits_demo", "Outputs.")
 EPOCHS = flags.DEFINE_integer("demo_epochs", 100, "Training epochs.", lower_bound=1)
@@ -44,15 +44,14 @@ def main(argv):
 
     banner(1, f"train on {manifest('digits_train')} (41 voices), {EPOCHS.value} epochs")
     model, encoder, _ = recipe.train(
-        manifest("digits_train"),
-        "",
+        [manifest("digits_train")],
         run_dir,
         text_encoder="words",
         sample_rate=SAMPLE_RATE,
         n_mels=N_MELS,
         epochs=EPOCHS.value,
         encoder_units=256,
-        verbose=1,
+        verbose=2,
         overwrite=True,  # a fresh run every time (the timings stay comparable)
     )
     print(f"trained in {time.time() - start:.0f} s")
@@ -77,11 +76,7 @@ def main(argv):
 
     banner(4, "transcribe the test files chunk by chunk (LiteRT, 200 ms chunks)")
     stream = TransducerStream(export_dir, quantized=True)
-    offline = {}
-    for batch in test.dataset(64, shuffle=False):
-        hyps = recipe._decode_batch(model, batch, 1)
-        for index, labels in zip(batch["index"].numpy(), hyps, strict=True):
-            offline[int(index)] = encoder.decode(labels)
+    offline = [hyp for _, hyp in recipe.transcribe_data(model, encoder, test)]
     float_stream = TransducerStream(export_dir)
     progress = keras.utils.Progbar(len(test.paths), unit_name="file")
     same, same_quantized, seconds, compute = 0, 0, 0.0, 0.0

@@ -6,6 +6,7 @@ without repeating the rate; train with the pruned loss; run `train` again
 rates (resampled).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -138,7 +139,7 @@ class Interrupt(Exception):
 def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
     import keras
 
-    from tf_transducer.cli import transducer as recipe
+    from tf_transducer.training import transducer_recipe as recipe
 
     run_dir = tmp_path / "run"
 
@@ -148,7 +149,6 @@ def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
 
     kwargs = dict(
         train_files=SMALL["train_files"],
-        dev_files="",
         checkpoint_dir=str(run_dir),
         text_encoder="words",
         sample_rate=8000,
@@ -158,7 +158,7 @@ def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
         verbose=0,
     )
     with pytest.raises(Interrupt):
-        recipe.train(**kwargs, extra_callbacks=[StopAfterFirstEpoch()])
+        recipe.train(**kwargs, callbacks=[StopAfterFirstEpoch()])
     assert (run_dir / "backup").is_dir()
     flags = dict(SMALL, epochs=3, checkpoint_dir=run_dir)
     result = ok(run("train", **flags))
@@ -188,3 +188,23 @@ def test_help_lists_our_flags_grouped_and_exits_0():
     assert "data flags:" in result.stdout and "training flags:" in result.stdout
     assert "--train_files" in result.stdout and "--loss" in result.stdout
     assert "--xla_" not in result.stdout  # TensorFlow's own: --helpfull
+
+
+def test_train_on_a_localhost_cluster_through_launch(tmp_path):
+    # As the README documents: the same flags, two workers on this machine.
+    run_dir = tmp_path / "run"
+    flags = dict(SMALL, epochs=1, train_batch_size=8, checkpoint_dir=run_dir)
+    argv = [sys.executable, "-m", "tf_transducer.cli.launch", "--workers=2",
+            "--timeout_s=400", f"--log_dir={tmp_path / 'logs'}", "--",
+            "python", "-m", "tf_transducer.cli.transducer", "train",
+            *(f"--{k}={v}" for k, v in flags.items())]  # fmt: skip
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = ok(subprocess.run(argv, capture_output=True, text=True, env=env,
+                               timeout=600))  # fmt: skip
+    assert "training stopped: all 1 epochs" in result.stdout
+    assert result.stdout.count("epoch 1/1") == 1  # the chief alone prints
+    state = json.loads((run_dir / "run.json").read_text())["state"]
+    assert state["finished"] and state["epochs_done"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "run"]
+    assert (run_dir / "best.keras").is_file()
+    ok(run("evaluate", test_files=manifest("digits_test"), checkpoint_dir=run_dir))

@@ -163,9 +163,9 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path):
     )
     with cli_flags(**options):
         with pytest.raises(KeyboardInterrupt):
-            cli.train(extra_callbacks=[Interrupt()])
+            cli.train(callbacks=[Interrupt()])
         history = cli.train()
-    assert len(history.history["loss"]) == 2  # epochs 2 and 3 only
+    assert len(history["loss"]) == 2  # epochs 2 and 3 only
     with open(tmp_path / "run" / "history.csv") as f:
         epochs = [int(row["epoch"]) for row in csv.DictReader(f)]
     assert epochs == [0, 1, 2, 3]

@@ -35,6 +35,23 @@ def define(kind, name, *args, **kwargs):
     _OWN_FLAGS.setdefault(module, []).append((_GROUP.get(module, "other"), name))
 
 
+def define_distribution():
+    """--distribution, in the calling command line's current flag group."""
+    module = sys._getframe(1).f_globals["__name__"]
+    if "distribution" not in flags.FLAGS:
+        flags.DEFINE_enum(
+            "distribution",
+            "auto",
+            ["auto", "none", "mirrored", "multi_worker"],
+            "auto: several workers when TF_CONFIG names them, else every GPU "
+            "here; none: one device; mirrored: this machine's GPUs; "
+            "multi_worker: the cluster of TF_CONFIG.",
+        )
+    _OWN_FLAGS.setdefault(module, []).append(
+        (_GROUP.get(module, "other"), "distribution")
+    )
+
+
 def help_text(module, doc):
     """The --help of a command line: its docstring, then its flags by group."""
     lines = [textwrap.dedent(doc or "").strip(), ""]

@@ -1,4 +1,4 @@
-"""What the command lines share: user errors, manifests, LMs, WAV input, batches."""
+"""What the command lines share: user errors, manifests, LMs, audio input."""
 
 import os
 
@@ -46,8 +46,3 @@ def read_audio_flag(path, sample_rate, flag):
         return load_audio(path, sample_rate)
     except BadAudioError as error:
         raise CliError(f"--{flag}: {error}") from None
-
-
-def keras_pairs(dataset):
-    """SpeechDataset batches -> ((features, feature_length), labels) for fit."""
-    return dataset.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))

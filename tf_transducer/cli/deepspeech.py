@@ -29,21 +29,20 @@ and exit code 1; exports are written to a temporary folder and moved into
 place.
 """
 
-import json
 import os
 import sys
 
 from absl import app, flags, logging
 
-from tf_transducer.cli import define, flag_group
+from tf_transducer.cli import define, define_distribution, flag_group
 from tf_transducer.cli import run as run_app
 from tf_transducer.cli._common import (
     CliError,
-    keras_pairs,
     manifest_paths,
     read_audio_flag,
     word_scorer,
 )
+from tf_transducer.training import deepspeech_recipe as recipe
 
 FLAGS = flags.FLAGS
 
@@ -84,6 +83,7 @@ define("float", "beta1", 0.9, "Adam's beta 1.")
 define("float", "beta2", 0.999, "Adam's beta 2.")
 define("float", "epsilon", 1e-8, "Adam's epsilon.")
 define("integer", "random_seed", 4568, "Seed of weights, shuffling and dropout.")
+define_distribution()
 define("bool", "early_stop", True, "Stop when the validation loss stops improving.")
 define("integer", "es_epochs", 25, "Early-stopping patience, epochs.")
 define("float", "es_min_delta", 0.05, "Smallest validation-loss improvement.")
@@ -114,10 +114,6 @@ define(
 )
 define("integer", "report_count", 5, "Example transcripts in the test report.")
 
-WEIGHTS = "best.weights.h5"
-CONFIG = "model.json"
-HISTORY = "history.csv"
-
 
 def _manifests(flag):
     return manifest_paths(getattr(FLAGS, flag), flag)
@@ -135,56 +131,8 @@ def _alphabet():
     return CharacterAlphabet.english()
 
 
-def _mfcc():
-    from tf_transducer.layers import Mfcc
-
-    return Mfcc(FLAGS.audio_sample_rate, FLAGS.feature_win_len, FLAGS.feature_win_step)
-
-
-def _speech_data(flag, alphabet, mfcc):
-    """One SpeechDataset over the manifests of a flag, checked for CTC: an
-    utterance too short for its transcript is a bad item (an error naming
-    it, or skipped and counted with --skip_bad)."""
-    from tf_transducer.data import SpeechDataset, read_manifest
-
-    utterances = []
-    for path in _manifests(flag):
-        items = read_manifest(path)
-        if not items:
-            raise CliError(f"--{flag}: manifest {path!r} is empty")
-        utterances += items
-    if not utterances:
-        return None
-
-    def fits_ctc(labels, seconds):
-        samples = int(round(seconds * mfcc.sample_rate))
-        frames = max(0, (samples - mfcc.frame_length) // mfcc.frame_step + 1)
-        needed = len(labels) + sum(
-            a == b for a, b in zip(labels, labels[1:], strict=False)
-        )
-        if needed > frames:
-            return (
-                f"{len(labels)} labels need {needed} CTC frames but the audio "
-                f"gives {frames}"
-            )
-        return None
-
-    try:
-        return SpeechDataset(
-            utterances,
-            alphabet,
-            mfcc.sample_rate,
-            mfcc,
-            skip_bad=FLAGS.skip_bad,
-            item_check=fits_ctc,
-        )
-    except ValueError as error:
-        raise CliError(f"--{flag}: {error}") from None
-
-
-def _model_config(alphabet):
+def _model_config():
     return dict(
-        num_classes=alphabet.vocab_size,
         n_hidden=FLAGS.n_hidden,
         n_context=FLAGS.n_context,
         relu_clip=FLAGS.relu_clip,
@@ -201,154 +149,74 @@ def _model_config(alphabet):
     )
 
 
+def _require_utterances(flag):
+    from tf_transducer.data import read_manifest
+
+    for path in _manifests(flag):
+        if not read_manifest(path):
+            raise CliError(f"--{flag}: manifest {path!r} is empty")
+
+
 def _require_checkpoint_dir(why):
     if not FLAGS.checkpoint_dir:
         raise CliError(f"--checkpoint_dir is needed to {why}")
 
 
-def _run_config(config, alphabet):
-    """What a DeepSpeech run is: the model, the alphabet, the data, training."""
-    return dict(
-        model=config,
-        alphabet=alphabet.get_config(),
-        data=dict(
-            train_files=[os.path.abspath(p) for p in _manifests("train_files")],
-            dev_files=[os.path.abspath(p) for p in _manifests("dev_files")],
-        ),
-        training=dict(
-            epochs=FLAGS.epochs,
-            train_batch_size=FLAGS.train_batch_size,
-            train_steps_per_epoch=FLAGS.train_steps_per_epoch,
-            learning_rate=FLAGS.learning_rate,
-            beta1=FLAGS.beta1,
-            beta2=FLAGS.beta2,
-            epsilon=FLAGS.epsilon,
-            random_seed=FLAGS.random_seed,
-            early_stop=FLAGS.early_stop,
-            es_epochs=FLAGS.es_epochs,
-            es_min_delta=FLAGS.es_min_delta,
-        ),
-    )
-
-
-def train(extra_callbacks=()):
-    """Trains as the flags say; returns the Keras History of this run (None
-    when --checkpoint_dir holds this run finished already).
+def train(callbacks=()):
+    """Trains as the flags say (`deepspeech_recipe.train`); returns the
+    history of this run (None when --checkpoint_dir holds it finished).
 
     A run interrupted before its last epoch resumes when started again with
     the same flags; other flags are refused unless --overwrite.
     """
-    import keras
-    import tensorflow as tf
-
-    from tf_transducer.losses import CtcLoss
-    from tf_transducer.models import DeepSpeech
-    from tf_transducer.training import RunDirectory, RunStateCallback
-    from tf_transducer.training.run_dir import BACKUP_DIR
-
     _require_checkpoint_dir("train")
-    keras.utils.set_random_seed(FLAGS.random_seed)
-    alphabet, mfcc = _alphabet(), _mfcc()
-    config = _model_config(alphabet)
-    run_dir = RunDirectory(
+    for flag in ("train_files", "dev_files"):
+        _require_utterances(flag)
+    return recipe.train(
+        _manifests("train_files"),
         FLAGS.checkpoint_dir,
-        _run_config(config, alphabet),
-        owned=(WEIGHTS, CONFIG, HISTORY, "summaries"),
-        overwrite=FLAGS.overwrite,
-    )
-    if run_dir.announce(FLAGS.epochs) == "done":
-        return None
-    train_data = _speech_data("train_files", alphabet, mfcc)
-    dev_data = _speech_data("dev_files", alphabet, mfcc)
-    with open(run_dir.file(CONFIG), "w") as f:
-        json.dump({"model": config, "alphabet": alphabet.get_config()}, f, indent=2)
-    strategy = tf.distribute.MirroredStrategy()
-    with strategy.scope():
-        model = DeepSpeech(**config)
-        model.build()
-        model.compile(
-            optimizer=keras.optimizers.Adam(
-                FLAGS.learning_rate, FLAGS.beta1, FLAGS.beta2, FLAGS.epsilon
-            ),
-            loss=CtcLoss(),
-            jit_compile=False,
-        )
-    train_ds = keras_pairs(
-        train_data.dataset(
-            FLAGS.train_batch_size, seed=FLAGS.random_seed, bucket_boundaries="auto"
-        )  # fmt: skip
-    )
-    dev_ds = None
-    if dev_data is not None:
-        dev_ds = keras_pairs(dev_data.dataset(FLAGS.dev_batch_size, shuffle=False))
-    monitor = "val_loss" if dev_ds is not None else "loss"
-    summaries = FLAGS.summary_dir or run_dir.file("summaries")
-    run_dir.trim_history(HISTORY, run_dir.resume_epoch())
-    callbacks = [
-        keras.callbacks.BackupAndRestore(run_dir.file(BACKUP_DIR)),
-        keras.callbacks.ModelCheckpoint(
-            run_dir.file(WEIGHTS),
-            monitor=monitor,
-            save_best_only=True,
-            save_weights_only=True,
-            # A resumed run keeps the best weights of its earlier epochs.
-            initial_value_threshold=run_dir.state.get("best"),
-        ),
-        keras.callbacks.CSVLogger(run_dir.file(HISTORY), append=True),
-        keras.callbacks.TensorBoard(summaries),
-        *extra_callbacks,
-    ]
-    early_stopping = None
-    if FLAGS.early_stop:
-        early_stopping = keras.callbacks.EarlyStopping(
-            monitor, min_delta=FLAGS.es_min_delta, patience=FLAGS.es_epochs
-        )
-        callbacks.append(early_stopping)
-    callbacks.append(RunStateCallback(run_dir, monitor, early_stopping))
-    steps = FLAGS.train_steps_per_epoch or None
-    if steps:
-        train_ds = train_ds.repeat()
-    return model.fit(
-        train_ds,
-        validation_data=dev_ds,
+        dev_files=_manifests("dev_files"),
+        alphabet=_alphabet(),
+        model_config=_model_config(),
         epochs=FLAGS.epochs,
-        steps_per_epoch=steps,
+        batch_size=FLAGS.train_batch_size,
+        dev_batch_size=FLAGS.dev_batch_size,
+        steps_per_epoch=FLAGS.train_steps_per_epoch,
+        learning_rate=FLAGS.learning_rate,
+        beta1=FLAGS.beta1,
+        beta2=FLAGS.beta2,
+        epsilon=FLAGS.epsilon,
+        seed=FLAGS.random_seed,
+        early_stop=FLAGS.early_stop,
+        es_epochs=FLAGS.es_epochs,
+        es_min_delta=FLAGS.es_min_delta,
+        skip_bad=FLAGS.skip_bad,
+        summary_dir=FLAGS.summary_dir or None,
+        distribution=FLAGS.distribution,
+        overwrite=FLAGS.overwrite,
         callbacks=callbacks,
-        verbose=1 if sys.stdout.isatty() else 2,
-        shuffle=False,  # the dataset shuffles itself, every epoch
+        verbose=2 if sys.stdout.isatty() else 1,
     )
 
 
 def load_checkpoint():
-    """(model with the best weights, alphabet) from --checkpoint_dir."""
-    from tf_transducer.data import CharacterAlphabet
-    from tf_transducer.models import DeepSpeech
-
+    """(model with the best weights, alphabet) from --checkpoint_dir; the
+    feature flags, when given, must agree with the saved model."""
     _require_checkpoint_dir("load a model")
-    weights = os.path.join(FLAGS.checkpoint_dir, WEIGHTS)
-    config_path = os.path.join(FLAGS.checkpoint_dir, CONFIG)
-    if not (os.path.isfile(weights) and os.path.isfile(config_path)):
-        raise CliError(
-            f"--checkpoint_dir {FLAGS.checkpoint_dir!r} holds no checkpoint "
-            f"({WEIGHTS} and {CONFIG}); train with --train_files first"
-        )
-    with open(config_path) as f:
-        saved = json.load(f)
+    model, alphabet, saved = recipe.load_checkpoint(FLAGS.checkpoint_dir)
+    config_path = os.path.join(FLAGS.checkpoint_dir, recipe.CONFIG)
     for flag, key in (
         ("audio_sample_rate", "sample_rate"),
         ("feature_win_len", "feature_win_len"),
         ("feature_win_step", "feature_win_step"),
     ):
-        if FLAGS[flag].present and FLAGS[flag].value != saved["model"][key]:
+        if FLAGS[flag].present and FLAGS[flag].value != saved[key]:
             raise CliError(
                 f"--{flag}={FLAGS[flag].value} contradicts {config_path}, which "
-                f"says {saved['model'][key]}: leave the flag out (the model's "
+                f"says {saved[key]}: leave the flag out (the model's "
                 "features are used)"
             )
-    model = DeepSpeech(**saved["model"])
-    model.build()
-    model.load_weights(weights)
-    return model, CharacterAlphabet.from_config(saved["alphabet"])
+    return model, alphabet
 
 
 def _scorer(alphabet):
@@ -356,37 +224,25 @@ def _scorer(alphabet):
 
 
 def _decode(logits, lengths, scorer):
-    from tf_transducer.decoding import ctc_beam_search, ctc_greedy_decode
-
-    if FLAGS.beam_width == 1 and scorer is None:
-        return ctc_greedy_decode(logits, lengths)
-    return ctc_beam_search(
-        logits, lengths, FLAGS.beam_width, scorer=scorer, alpha=FLAGS.lm_alpha,
-        beta=FLAGS.lm_beta,
-    )  # fmt: skip
+    return recipe.decode(
+        logits, lengths, FLAGS.beam_width, scorer, FLAGS.lm_alpha, FLAGS.lm_beta
+    )
 
 
 def test():
     """WER and CER of the checkpoint on --test_files; returns them."""
-    from tf_transducer.decoding import char_error_rate, word_error_rate
-
     model, alphabet = load_checkpoint()
-    data = _speech_data("test_files", alphabet, model.mfcc)
-    scorer = _scorer(alphabet)
-    references, hypotheses = [], []
-    for batch in data.dataset(FLAGS.test_batch_size, shuffle=False):
-        logits = model((batch["features"], batch["feature_length"]), training=False)
-        decoded = _decode(logits.numpy(), batch["feature_length"].numpy(), scorer)
-        for index, labels in zip(batch["index"].numpy(), decoded, strict=True):
-            references.append(data.transcripts[index])
-            hypotheses.append(alphabet.decode(labels))
-    wer = word_error_rate(references, hypotheses)
-    cer = char_error_rate(references, hypotheses)
-    print(f"Test on {FLAGS.test_files}: {len(references)} utterances, "
+    _require_utterances("test_files")
+    data = recipe.speech_data(
+        _manifests("test_files"), alphabet, model.mfcc, FLAGS.skip_bad, "test_files"
+    )
+    wer, cer, pairs = recipe.evaluate(
+        model, alphabet, data, FLAGS.test_batch_size, beam_width=FLAGS.beam_width,
+        scorer=_scorer(alphabet), alpha=FLAGS.lm_alpha, beta=FLAGS.lm_beta,
+    )  # fmt: skip
+    print(f"Test on {FLAGS.test_files}: {len(pairs)} utterances, "
           f"WER {wer:.3f}, CER {cer:.3f}")  # fmt: skip
-    for ref, hyp in list(zip(references, hypotheses, strict=True))[
-        : FLAGS.report_count
-    ]:
+    for ref, hyp in pairs[: FLAGS.report_count]:
         print(f" - ref: {ref!r}\n   hyp: {hyp!r}")
     return wer, cer
 

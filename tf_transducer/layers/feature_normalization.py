@@ -51,7 +51,7 @@ class FeatureNormalization(ListLengths, keras.layers.Layer):
                 shape=(dim,), initializer="ones", trainable=False, name="variance"
             )
 
-    def adapt(self, data):
+    def adapt(self, data, combine=None):
         """Sets the global statistics from (features [B, T, F], lengths [B]) batches.
 
         Args:
@@ -59,6 +59,11 @@ class FeatureNormalization(ListLengths, keras.layers.Layer):
             pairs, or of dicts with "features" and "feature_length" (the
             batches of `tf_transducer.data.SpeechDataset`); only frames within
             each length count. Accumulated in float64.
+          combine: optional function of a float64 vector of this process's
+            sums -> the same sums over every worker (e.g.
+            `functools.partial(tf_transducer.training.all_reduce_sums,
+            strategy)`), so that workers reading disjoint shards of the data
+            set the same statistics.
         """
         if self.mode != "global":
             raise ValueError('adapt() needs mode="global"')
@@ -74,6 +79,12 @@ class FeatureNormalization(ListLengths, keras.layers.Layer):
             count += frames.shape[0]
             total = total + frames.sum(axis=0)
             squares = squares + (frames**2).sum(axis=0)
+        if combine is not None:
+            dim = self.mean.shape[0] if self.built else np.shape(total)[0]
+            total, squares = (np.broadcast_to(v, [dim]) for v in (total, squares))
+            sums = np.concatenate([[count], total, squares])
+            sums = np.asarray(combine(sums), np.float64)
+            count, total, squares = sums[0], sums[1 : dim + 1], sums[dim + 1 :]
         if count == 0:
             raise ValueError("adapt() found no frames in data")
         mean = total / count

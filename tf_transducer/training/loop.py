@@ -12,10 +12,12 @@ sums the replicas' gradients, so the step adds no scaling of its own.
 
 With a `checkpoint_dir` the loop is fault tolerant:
 
-- one checkpoint (model, optimizer, step, the epoch's running loss) is
-  written by the chief after every epoch and every `save_every` steps; the
-  other workers write theirs to scratch folders that are removed at once
-  (every worker must take part in a save under MultiWorkerMirroredStrategy);
+- one checkpoint (model, optimizer, the layers' seed generators, step, the
+  epoch's running loss) is written by the chief after every epoch and every
+  `save_every` steps; the other workers write theirs to scratch folders
+  (`workertemp_<task>` beside the checkpoint folder, TF's convention) that
+  are removed at once (every worker takes part in a save under
+  MultiWorkerMirroredStrategy);
 - every worker restores the newest one at start and continues at the exact
   step: the dataset of that epoch is rebuilt (`dataset_fn(context, epoch)`
   must give the same batches for the same epoch) and the steps already done
@@ -48,7 +50,7 @@ from tf_transducer.training.run_dir import config_differences
 
 PREEMPTED_EXIT_CODE = 42  # the exit code of a worker that saved on SIGTERM
 MODEL_FILE = "model.json"  # what the checkpoints in a folder belong to
-SCRATCH = "scratch"  # non-chief workers save to scratch_worker_<i>, removed
+SCRATCH = "workertemp_"  # + task: a non-chief's save, removed at once
 
 
 # Settings that do not change what a checkpoint holds.
@@ -117,21 +119,25 @@ class _Checkpoints:
                 exit_fn=lambda: sys.exit(PREEMPTED_EXIT_CODE), save_fn=self.save
             ),
         )
+        self.scratch = None
         if chief:
             self.writer = tf.train.CheckpointManager(
                 self.checkpoint, directory, max_to_keep=2
             )
         else:
+            # Where PreemptionCheckpointHandler puts a non-chief's copy too.
             task = resolver.task_id if resolver is not None else 0
-            self.scratch = os.path.join(directory, f"{SCRATCH}_worker_{task}")
+            parent, base = os.path.split(os.path.normpath(directory))
+            self.scratch = os.path.join(parent, f"{SCRATCH}{task}")
             self.writer = tf.train.CheckpointManager(
-                self.checkpoint, self.scratch, max_to_keep=1
+                self.checkpoint, os.path.join(self.scratch, base), max_to_keep=1
             )
+            shutil.rmtree(self.scratch, ignore_errors=True)
         self.chief = chief
 
     def save(self):
         self.writer.save(checkpoint_number=int(self.step.numpy()))
-        if not self.chief:
+        if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -187,6 +193,7 @@ def train_loop(
     validation=None,
     callbacks=(),
     log_every=10,
+    verbose=1,
 ):
     """Trains a compiled model; returns {"loss": [...], "val_...": [...]},
     one value per epoch run by this call (reduced across workers).
@@ -215,7 +222,9 @@ def train_loop(
         gives the validation loss; word errors and words give the WER).
       callbacks: Keras callbacks, run on every worker (give writing ones to
         the chief only); `model.stop_training` ends training after the epoch.
-      log_every: steps between progress lines (chief only; 0: none).
+      log_every: steps between progress lines (0: none).
+      verbose: print a line per epoch (and every `log_every` steps) on the
+        chief; 0: only absl's log.
     """
     _check_positive("epochs", epochs)
     _check_positive("steps_per_epoch", steps_per_epoch)
@@ -247,10 +256,9 @@ def train_loop(
         state = _Checkpoints(model, strategy, checkpoint_dir, chief)
     done = int(state.step.numpy()) if state else 0
     first_epoch, skip = divmod(done, steps_per_epoch)
-    if done and chief:
-        logging.info(
-            "%s: resuming at epoch %d, step %d", checkpoint_dir, first_epoch + 1, skip
-        )
+    say = _reporter(chief, verbose)
+    if done:
+        say(f"{checkpoint_dir}: resuming at epoch {first_epoch + 1}, step {skip}")
     callback_list = keras.callbacks.CallbackList(
         list(callbacks), model=model, epochs=epochs, steps=steps_per_epoch, verbose=0
     )
@@ -278,11 +286,10 @@ def train_loop(
                 state.loss_sum.assign(total)
                 if save_every and (i + 1) % save_every == 0 and i + 1 < steps_per_epoch:
                     state.save()
-            if chief and log_every and (i + 1) % log_every == 0:
-                logging.info(
-                    "epoch %d step %d/%d: loss %.4f", epoch + 1, i + 1,
-                    steps_per_epoch, loss,
-                )  # fmt: skip
+            if log_every and (i + 1) % log_every == 0:
+                say(
+                    f"epoch {epoch + 1} step {i + 1}/{steps_per_epoch}: loss {loss:.4f}"
+                )
         skip = 0
         logs = {"loss": total / steps_per_epoch}
         if validation is not None:
@@ -294,16 +301,27 @@ def train_loop(
             state.save()
         for name, value in logs.items():
             history.setdefault(name, []).append(value)
-        if chief:
-            logging.info(
-                "epoch %d/%d (%.1f s): %s", epoch + 1, epochs, time.time() - start,
-                " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()),
-            )  # fmt: skip
+        values = " - ".join(f"{k}: {v:.4f}" for k, v in logs.items())
+        say(f"epoch {epoch + 1}/{epochs} ({time.time() - start:.1f} s): {values}")
         callback_list.on_epoch_end(epoch, logs)
         if model.stop_training:
             break
     callback_list.on_train_end()
+    # Every worker leaves together (a barrier), so that none sees its peers
+    # gone while it still talks to them.
+    all_reduce_sums(strategy, [0.0])
     return history
+
+
+def _reporter(chief, verbose):
+    """Progress lines: logged on every worker, printed on the chief."""
+
+    def say(line):
+        logging.info("%s", line)
+        if chief and verbose:
+            print(line, flush=True)
+
+    return say
 
 
 def _reduced_ratios(strategy, sums):

@@ -3,9 +3,9 @@
 `run.json` holds the configuration a run was started with and how far it
 got. Starting training again in the same folder:
 
-- with the same configuration, an interrupted run resumes (the Keras
-  backup holds its last finished epoch) and a finished one is left as it
-  is;
+- with the same configuration, an interrupted run resumes (the
+  checkpoints of `train_loop` in `backup/` hold its last step) and a
+  finished one is left as it is;
 - with another configuration it is refused, naming what differs, unless
   `overwrite` is set, which removes what an earlier run wrote first;
 - a folder that holds a model but no `run.json` is refused the same way.
@@ -18,6 +18,7 @@ import os
 import shutil
 
 import keras
+import tensorflow as tf
 from absl import logging
 
 RUN_FILE = "run.json"
@@ -60,6 +61,8 @@ class RunDirectory:
       owned: the names this kind of run writes into the folder (removed by
         `overwrite`), besides run.json and the backup folder.
       overwrite: replace an earlier run whatever its configuration.
+      read_only: check the folder but write nothing (the workers of a
+        multi-worker run other than the chief).
 
     Raises:
       ValueError: the folder holds a run of another configuration (each
@@ -67,14 +70,17 @@ class RunDirectory:
         run.json, and overwrite is False.
     """
 
-    def __init__(self, path, config, owned=(), overwrite=False):
+    def __init__(self, path, config, owned=(), overwrite=False, read_only=False):
         self.path = path
         self.config = _normalise(config)
         self.owned = tuple(owned)
-        os.makedirs(path, exist_ok=True)
+        self.read_only = read_only
+        if not read_only:
+            os.makedirs(path, exist_ok=True)
         saved = self._read()
         if overwrite:
-            self._remove_earlier_run()
+            if not read_only:
+                self._remove_earlier_run()
             saved = None
         elif saved is None:
             earlier = [name for name in self.owned if self._exists(name)]
@@ -119,6 +125,8 @@ class RunDirectory:
     def save_state(self, **updates):
         """Records progress (epochs_done, best, finished, stopped, ...)."""
         self.state.update(updates)
+        if self.read_only:
+            return
         path = self.file(RUN_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump({"config": self.config, "state": self.state}, f, indent=2)
@@ -140,14 +148,9 @@ class RunDirectory:
 
     def resume_epoch(self):
         """The epoch an interrupted run continues from (0: from the start)."""
-        path = os.path.join(self.file(BACKUP_DIR), "training_metadata.json")
-        if not os.path.isfile(path):
+        if tf.train.latest_checkpoint(self.file(BACKUP_DIR)) is None:
             return 0
-        try:
-            with open(path) as f:
-                return int(json.load(f).get("epoch", 0))
-        except (OSError, ValueError):
-            return 0
+        return int(self.state.get("epochs_done", 0))
 
     def announce(self, epochs):
         """Logs and returns what this start does: "start", "resume" or "done"."""
@@ -167,12 +170,15 @@ class RunDirectory:
                 message = f"{self.path}: training from epoch 1 of {epochs}"
                 action = "start"
         logging.info("%s", message)
-        print(message, flush=True)
+        if not self.read_only:
+            print(message, flush=True)
         return action
 
     def trim_history(self, name, epochs_done):
         """Drops rows of a CSV history past epochs_done (an interrupted
         epoch's row, or rows of epochs the backup does not hold)."""
+        if self.read_only:
+            return
         path = self.file(name)
         if not os.path.isfile(path):
             return

@@ -1,0 +1,206 @@
+"""Training a speech model on `SpeechDataset`s through `train_loop`, on one
+machine or several: what the transducer and DeepSpeech recipes share.
+
+Each worker passes its own shard of the utterances (`shard_utterances`,
+before any audio is read); the epoch's length is the same on every worker
+(the shortest shard's); the validation loss and error rates are reduced
+over every worker's shard; the chief alone writes the run folder (best
+model, history, summaries, run.json) while every worker takes part in the
+checkpoints under `backup/` that resume an interrupted run at its step.
+"""
+
+import csv
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_transducer.training.distributed import (
+    all_reduce_sums,
+    is_chief,
+    shard_items,
+    worker_position,
+)
+from tf_transducer.training.loop import loss_sums, train_loop
+from tf_transducer.training.run_dir import BACKUP_DIR, RunStateCallback
+
+HISTORY_FILE = "history.csv"
+SUMMARIES = "summaries"
+
+
+def shard_utterances(utterances, strategy):
+    """This worker's share of a list of utterances (all of them on one
+    machine): taken before any audio is decoded."""
+    worker, workers = worker_position(strategy)
+    return shard_items(utterances, workers, worker)
+
+
+def keras_pairs(dataset):
+    """SpeechDataset batches -> ((features, feature_length), labels)."""
+    return dataset.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
+
+
+def epoch_seed(seed, epoch):
+    """The shuffle seed of an epoch: each epoch its own order, the same on
+    every run (and on a resumed one)."""
+    return int(seed) * 100_003 + int(epoch)
+
+
+def steps_per_epoch(train_data, batch_size, strategy, limit=None):
+    """Steps of one epoch: the batches of the shortest shard (every item
+    once per epoch on one machine), or `limit` when it is smaller."""
+    _, workers = worker_position(strategy)
+    replicas_here = strategy.num_replicas_in_sync // workers
+    per_replica = batch_size // strategy.num_replicas_in_sync
+    worker, _ = worker_position(strategy)
+    counts = np.zeros(workers)
+    counts[worker] = train_data.num_batches(per_replica, "auto") // replicas_here
+    steps = int(all_reduce_sums(strategy, counts).min())
+    if limit:
+        steps = min(steps, limit) if steps else limit
+    if steps < 1:
+        raise ValueError(
+            f"train_files: a worker's shard holds fewer utterances than "
+            f"batch_size {batch_size} / {workers} workers"
+        )
+    return steps
+
+
+class EpochSummaries(keras.callbacks.Callback):
+    """TensorBoard scalars of each epoch's logs (loss, val_loss, val_wer...)."""
+
+    def __init__(self, directory):
+        super().__init__()
+        self.writer = tf.summary.create_file_writer(directory)
+
+    def on_epoch_end(self, epoch, logs=None):
+        with self.writer.as_default():
+            for name, value in (logs or {}).items():
+                tf.summary.scalar(name, value, step=epoch + 1)
+        self.writer.flush()
+
+
+class HistoryCsv(keras.callbacks.Callback):
+    """Appends each epoch's logs to a CSV file (epoch, then the names)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = dict(logs or {})
+        names = sorted(logs)
+        new = not os.path.isfile(self.path) or os.path.getsize(self.path) == 0
+        with open(self.path, "a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(["epoch", *names])
+            writer.writerow([epoch, *(logs[n] for n in names)])
+
+
+def fit(
+    model_fn,
+    train_data,
+    run_dir,
+    *,
+    epochs,
+    batch_size,
+    seed,
+    strategy,
+    best_file,
+    save_weights_only=False,
+    dev_data=None,
+    dev_batch_size=64,
+    error_counts=None,
+    early_stopping=None,
+    max_steps_per_epoch=None,
+    summary_dir=None,
+    callbacks=(),
+    verbose=1,
+):
+    """Trains `model_fn()` on this worker's `train_data`; returns (model,
+    {"loss": [...], "val_loss": [...], ...} of the epochs this call ran).
+
+    Args:
+      model_fn: steps_per_epoch -> a built, compiled model; called in
+        `strategy.scope()` (after `keras.utils.set_random_seed(seed)`).
+      train_data, dev_data: this worker's shards (`SpeechDataset`s of
+        features).
+      run_dir: the `RunDirectory` (the chief's writes; read-only elsewhere).
+      epochs, batch_size (global), seed: training.
+      strategy: from `strategy_from_environment`.
+      best_file: name in the run folder of the best model (by val_loss, or
+        loss without dev data): `.keras`, or weights with
+        save_weights_only.
+      error_counts: optional (model, dev_data) -> {"wer": (errors, words),
+        ...} over this worker's dev shard; logged as val_wer, ...
+      early_stopping: optional (patience, min_delta).
+      max_steps_per_epoch: cap on the steps of an epoch.
+      callbacks: more Keras callbacks (every worker, after the run's own).
+      verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
+    """
+    chief = is_chief(strategy)
+    steps = steps_per_epoch(train_data, batch_size, strategy, max_steps_per_epoch)
+    with strategy.scope():
+        keras.utils.set_random_seed(seed)
+        model = model_fn(steps)
+
+    def dataset_fn(context, epoch):
+        per_replica = context.get_per_replica_batch_size(batch_size)
+        data = train_data.dataset(
+            per_replica, seed=epoch_seed(seed, epoch), bucket_boundaries="auto"
+        )
+        return keras_pairs(data.repeat())
+
+    validation = None
+    if dev_data is not None:
+
+        def validation(model, worker, workers):
+            batches = keras_pairs(dev_data.dataset(dev_batch_size, shuffle=False))
+            sums = loss_sums(model, batches)
+            if error_counts is not None:
+                sums.update(error_counts(model, dev_data))
+            return sums
+
+    monitor = "val_loss" if dev_data is not None else "loss"
+    stopper = None
+    all_callbacks = []
+    if early_stopping is not None:
+        patience, min_delta = early_stopping
+        stopper = keras.callbacks.EarlyStopping(
+            monitor, patience=patience, min_delta=min_delta
+        )
+        all_callbacks.append(stopper)
+    if chief:
+        run_dir.trim_history(HISTORY_FILE, run_dir.state.get("epochs_done", 0))
+        all_callbacks = [
+            keras.callbacks.ModelCheckpoint(
+                run_dir.file(best_file),
+                monitor=monitor,
+                save_best_only=True,
+                save_weights_only=save_weights_only,
+                # A resumed run keeps the best model of its earlier epochs.
+                initial_value_threshold=run_dir.state.get("best"),
+                verbose=0,
+            ),
+            HistoryCsv(run_dir.file(HISTORY_FILE)),
+            EpochSummaries(summary_dir or run_dir.file(SUMMARIES)),
+            *all_callbacks,
+            RunStateCallback(run_dir, monitor, stopper),
+        ]
+    all_callbacks += list(callbacks)
+    history = train_loop(
+        model,
+        dataset_fn,
+        epochs,
+        steps,
+        strategy,
+        checkpoint_dir=run_dir.file(BACKUP_DIR),
+        save_every=max(1, steps // 4) if steps >= 8 else 0,
+        validation=validation,
+        callbacks=all_callbacks,
+        log_every=max(1, steps // 4) if verbose > 1 else 0,
+        verbose=verbose,
+    )
+    return model, history

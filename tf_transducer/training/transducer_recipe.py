@@ -1,0 +1,371 @@
+"""The transducer recipe: a log-mel RNN-T model trained on manifests, on one
+machine or several, then evaluated and decoded.
+
+    from tf_transducer.training import transducer_recipe as recipe
+
+    model, encoder, history = recipe.train(
+        ["train.csv"], checkpoint_dir="runs/t", dev_files=["dev.csv"], epochs=30
+    )
+    test, features = recipe.speech_data(["test.csv"], encoder, 16000, 80)
+    wer, cer, pairs = recipe.evaluate(model, encoder, test, beam_width=4)
+
+Everything a run needs later is in `checkpoint_dir`: the best model by dev
+loss (best.keras), the text encoder (text_encoder.json), run.json (the whole
+configuration and progress), history.csv, summaries/ and the checkpoints
+(backup/) that resume an interrupted run at its step. Training runs through
+`train_loop` under `strategy_from_environment(distribution)`: several
+workers each read their own shard of the manifests.
+"""
+
+import functools
+import json
+import os
+
+import keras
+
+from tf_transducer.training import speech
+from tf_transducer.training.distributed import (
+    all_reduce_sums,
+    is_chief,
+    strategy_from_environment,
+)
+from tf_transducer.training.run_dir import RUN_FILE, RunDirectory
+
+MODEL_FILE, ENCODER_FILE = "best.keras", "text_encoder.json"
+AUGMENT_DEFAULT = dict(
+    freq_mask_max_bins=10,
+    freq_mask_count=2,
+    time_mask_max_frames=20,
+    time_mask_count=2,
+    time_mask_max_ratio=0.2,
+    freq_warp_max_bins=4,
+    time_warp_max_frames=10,
+    time_warp_max_ratio=0.1,
+)
+TEXT_ENCODERS = ("chars", "words", "subwords")
+
+
+def manifest_list(value, name):
+    """Manifest paths from a list or a comma-separated string, each checked."""
+    paths = [p for p in value.split(",") if p] if isinstance(value, str) else value
+    paths = list(paths or [])
+    for path in paths:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{name}: manifest {path!r} does not exist")
+    return paths
+
+
+def read_utterances(manifests, name):
+    """Every utterance of the manifests (a ValueError names an empty set)."""
+    from tf_transducer.data import read_manifest
+
+    utterances = [u for path in manifests for u in read_manifest(path)]
+    if manifests and not utterances:
+        raise ValueError(f"{name}: {','.join(manifests)} hold no utterances")
+    return utterances
+
+
+def make_text_encoder(kind, transcripts, vocab_size=256):
+    """chars: the English alphabet; words / subwords: SentencePiece on transcripts."""
+    from tf_transducer.data import CharacterAlphabet, SubwordEncoder
+
+    if kind not in TEXT_ENCODERS:
+        raise ValueError(f"text_encoder must be one of {TEXT_ENCODERS}, got {kind!r}")
+    if kind == "chars":
+        return CharacterAlphabet.english()
+    if kind == "words":
+        words = {w for t in transcripts for w in t.split()}
+        return SubwordEncoder.train(transcripts, len(words) + 2, model_type="word")
+    return SubwordEncoder.train(transcripts, vocab_size)
+
+
+def save_text_encoder(encoder, path):
+    with open(path + ".tmp", "w") as f:
+        json.dump({"kind": type(encoder).__name__, "config": encoder.get_config()}, f)
+    os.replace(path + ".tmp", path)
+
+
+def speech_data(
+    manifests, encoder, sample_rate, n_mels, max_duration=30.0, skip_bad=False
+):
+    """(SpeechDataset of log-mel features, the feature layer).
+
+    Args:
+      manifests: manifest paths, or a list of `Utterance`s (a worker's shard).
+      max_duration: seconds; longer audio is an error naming the file.
+    """
+    import tf_transducer as tt
+
+    utterances = manifests
+    if manifests and isinstance(manifests[0], str):
+        utterances = read_utterances(manifests, "manifests")
+    if not utterances:
+        raise ValueError("manifests: no utterances")
+    features = tt.LogMelSpectrogram(sample_rate=sample_rate, n_mels=n_mels)
+    data = tt.SpeechDataset(
+        utterances, encoder, sample_rate, features, skip_bad=skip_bad
+    )
+    for path, seconds in zip(data.paths, data.durations, strict=True):
+        if seconds > max_duration:
+            raise ValueError(
+                f"{path}: {seconds:.1f} s of audio is longer than the model's limit "
+                f"(max_duration {max_duration})"
+            )
+    return data, features
+
+
+def train(
+    train_files,
+    checkpoint_dir,
+    *,
+    dev_files=(),
+    text_encoder="chars",
+    vocab_size=256,
+    sample_rate=16000,
+    n_mels=80,
+    max_duration=30.0,
+    epochs=50,
+    batch_size=16,
+    learning_rate=0.004,
+    loss="full",
+    encoder_units=256,
+    encoder_layers=2,
+    stack=3,
+    predictor="stateless",
+    augment="default",
+    seed=0,
+    skip_bad=False,
+    distribution="auto",
+    strategy=None,
+    overwrite=False,
+    callbacks=(),
+    verbose=1,
+):
+    """Trains a Transducer; returns (model, text encoder, history dict; None
+    when the run in checkpoint_dir had finished earlier).
+
+    Training again into the same folder resumes an interrupted run at its
+    step, or leaves a finished one alone, when the configuration is the same;
+    another configuration is refused (ValueError naming the differences)
+    unless overwrite.
+
+    Args:
+      train_files, dev_files: manifests (lists, or comma-separated strings).
+      checkpoint_dir: the run folder (on a file system every worker sees).
+      text_encoder: "chars", "words" or "subwords" (SentencePiece of
+        vocab_size pieces).
+      sample_rate, n_mels: log-mel features (saved with the model).
+      max_duration: seconds; a longer utterance is an error.
+      epochs, batch_size (global, over every replica), learning_rate (peak
+        of a cosine decay), loss ("full": RnntLoss, "pruned":
+        PrunedRnntLoss), seed: training.
+      encoder_units, encoder_layers, stack, predictor: the model.
+      augment: "default" (AUGMENT_DEFAULT), "none", a SpecAugment policy
+        name (LB, LD, SM, SS) or a dict of SpecAugment arguments.
+      skip_bad: drop (and count) unusable items instead of failing.
+      distribution: see `strategy_from_environment` ("auto": TF_CONFIG
+        naming several workers -> multi-worker); or give `strategy`.
+      callbacks: Keras callbacks run at each epoch's end.
+      verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
+    """
+    from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+    from tf_transducer.models import Transducer
+
+    if loss not in ("full", "pruned"):
+        raise ValueError(f'loss must be "full" or "pruned", got {loss!r}')
+    strategy = strategy or strategy_from_environment(distribution)
+    chief = is_chief(strategy)
+    train_manifests = manifest_list(train_files, "train_files")
+    if not train_manifests:
+        raise ValueError("train_files: give at least one manifest")
+    dev_manifests = manifest_list(dev_files, "dev_files")
+    train_utterances = read_utterances(train_manifests, "train_files")
+    encoder = make_text_encoder(
+        text_encoder, [u.transcript for u in train_utterances], vocab_size
+    )
+    if augment == "default":
+        augment = AUGMENT_DEFAULT
+    elif augment == "none":
+        augment = None
+    model_config = dict(
+        vocab_size=encoder.vocab_size,
+        feature_dim=n_mels,
+        normalization="global",
+        augment=augment,
+        encoder_units=encoder_units,
+        encoder_layers=encoder_layers,
+        stack=stack,
+        predictor=predictor,
+        embedding_dim=64,
+        predictor_units=128,
+        joiner_units=128,
+    )
+    config = dict(
+        features=dict(sample_rate=sample_rate, n_mels=n_mels),
+        model=model_config,
+        data=dict(
+            train_files=[os.path.abspath(p) for p in train_manifests],
+            dev_files=[os.path.abspath(p) for p in dev_manifests],
+            text_encoder=text_encoder,
+            vocab_size=vocab_size,
+            max_duration=max_duration,
+        ),
+        training=dict(
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            loss=loss,
+            seed=seed,
+        ),
+    )
+    run_dir = RunDirectory(
+        checkpoint_dir,
+        config,
+        owned=(MODEL_FILE, ENCODER_FILE, speech.HISTORY_FILE, speech.SUMMARIES),
+        overwrite=overwrite,
+        read_only=not chief,
+    )
+    if run_dir.announce(epochs) == "done":
+        model, encoder = load_checkpoint(checkpoint_dir)
+        return model, encoder, None
+    mine = speech.shard_utterances(train_utterances, strategy)
+    train_data, _ = speech_data(
+        mine, encoder, sample_rate, n_mels, max_duration, skip_bad
+    )
+    dev_data = None
+    if dev_manifests:
+        dev_utterances = read_utterances(dev_manifests, "dev_files")
+        dev_data, _ = speech_data(
+            speech.shard_utterances(dev_utterances, strategy),
+            encoder, sample_rate, n_mels, max_duration, skip_bad,
+        )  # fmt: skip
+    if chief:
+        save_text_encoder(encoder, run_dir.file(ENCODER_FILE))
+
+    def model_fn(steps):
+        model = Transducer(**model_config)
+        model.build()
+        # Statistics over every worker's shard: the same on each.
+        model.normalizer.adapt(
+            train_data.dataset(64, shuffle=False),
+            combine=functools.partial(all_reduce_sums, strategy),
+        )
+        schedule = keras.optimizers.schedules.CosineDecay(
+            learning_rate, epochs * steps, alpha=0.05
+        )
+        loss_fn = PrunedRnntLoss(s_range=4) if loss == "pruned" else RnntLoss()
+        model.compile(
+            optimizer=keras.optimizers.Adam(schedule, clipnorm=5.0), loss=loss_fn
+        )
+        return model
+
+    model, history = speech.fit(
+        model_fn,
+        train_data,
+        run_dir,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        strategy=strategy,
+        best_file=MODEL_FILE,
+        dev_data=dev_data,
+        error_counts=functools.partial(error_counts, encoder=encoder),
+        early_stopping=(max(5, epochs // 5), 0.0) if dev_data is not None else None,
+        callbacks=callbacks,
+        verbose=verbose,
+    )
+    return model, encoder, history
+
+
+def decode_batch(model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85):
+    """Label sequences of a SpeechDataset batch: greedy search (beam_width 1
+    without a scorer) or modified beam search with the scorer's LM."""
+    from tf_transducer.decoding.transducer import (
+        transducer_beam_search,
+        transducer_greedy_decode,
+    )
+
+    inputs = (batch["features"], batch["feature_length"])
+    if beam_width == 1 and scorer is None:
+        return transducer_greedy_decode(model, inputs)
+    return transducer_beam_search(
+        model, inputs, beam_width, scorer=scorer, alpha=alpha, beta=beta
+    )
+
+
+def transcribe_data(model, encoder, data, batch_size=64, **decoding):
+    """[(reference, hypothesis)] of every utterance of a SpeechDataset, in
+    its order (`decoding`: beam_width, scorer, alpha, beta)."""
+    found = {}
+    for batch in data.dataset(batch_size, shuffle=False):
+        hyps = decode_batch(model, batch, **decoding)
+        for index, labels in zip(batch["index"].numpy(), hyps, strict=True):
+            found[int(index)] = (data.transcripts[index], encoder.decode(labels))
+    return [found[i] for i in sorted(found)]
+
+
+def error_counts(model, data, encoder):
+    """{"wer": (word errors, words), "cer": (char errors, chars)} of greedy
+    search over a SpeechDataset: sums that add up across workers."""
+    from tf_transducer.decoding import edit_distance
+
+    counts = {"wer": [0, 0], "cer": [0, 0]}
+    for ref, hyp in transcribe_data(model, encoder, data):
+        for name, tokens in (("wer", str.split), ("cer", list)):
+            counts[name][0] += edit_distance(tokens(ref), tokens(hyp))
+            counts[name][1] += len(tokens(ref))
+    return {name: tuple(c) for name, c in counts.items()}
+
+
+def evaluate(
+    model, encoder, data, beam_width=1, batch_size=64, scorer=None, alpha=0.75,
+    beta=1.85,
+):  # fmt: skip
+    """(WER, CER, [(reference, hypothesis)]) of a model on a SpeechDataset.
+
+    beam_width 1 without a scorer is greedy search; otherwise modified beam
+    search, with the scorer's LM weighted by alpha and beta per word.
+    """
+    from tf_transducer.decoding import char_error_rate, word_error_rate
+
+    pairs = transcribe_data(
+        model, encoder, data, batch_size, beam_width=beam_width, scorer=scorer,
+        alpha=alpha, beta=beta,
+    )  # fmt: skip
+    refs, hyps = [p[0] for p in pairs], [p[1] for p in pairs]
+    return word_error_rate(refs, hyps), char_error_rate(refs, hyps), pairs
+
+
+def load_checkpoint(checkpoint_dir):
+    """(model, text encoder) of a training run's folder."""
+    from tf_transducer.export.transducer import load_text_encoder_config
+
+    model_path = os.path.join(checkpoint_dir, MODEL_FILE)
+    encoder_path = os.path.join(checkpoint_dir, ENCODER_FILE)
+    if not (os.path.isfile(model_path) and os.path.isfile(encoder_path)):
+        raise FileNotFoundError(
+            f"checkpoint_dir {checkpoint_dir!r} holds no checkpoint ({MODEL_FILE} "
+            f"and {ENCODER_FILE}); train first"
+        )
+    model = keras.models.load_model(model_path, compile=False)
+    encoder = load_text_encoder_config(encoder_path)
+    if encoder.vocab_size != model.vocab_size:
+        raise ValueError(
+            f"{encoder_path}: the text encoder has {encoder.vocab_size} classes but "
+            f"the model in {model_path} has {model.vocab_size}"
+        )
+    return model, encoder
+
+
+def saved_features(checkpoint_dir):
+    """{"sample_rate", "n_mels"} a run was trained with (from run.json)."""
+    path = os.path.join(checkpoint_dir, RUN_FILE)
+    try:
+        with open(path) as f:
+            features = json.load(f)["config"]["features"]
+        return dict(sample_rate=features["sample_rate"], n_mels=features["n_mels"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{path}: cannot read the run's feature settings ({error}); train into "
+            "checkpoint_dir again"
+        ) from None
