@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import tensorflow as tf
 
 from tf_transducer.training import RunDirectory
 
@@ -20,8 +21,9 @@ def test_new_run_writes_its_config_and_starts(tmp_path, capsys):
 def test_same_config_resumes_or_is_done(tmp_path, capsys):
     folder = tmp_path / "r"
     run = RunDirectory(str(folder), CONFIG)
-    (folder / "backup").mkdir()
-    (folder / "backup" / "training_metadata.json").write_text('{"epoch": 2}')
+    assert run.resume_epoch() == 0  # no checkpoint yet
+    # train_loop's checkpoint of a step in epoch 3.
+    tf.train.Checkpoint(step=tf.Variable(5)).save(str(folder / "backup" / "ckpt"))
     run.save_state(epochs_done=2, best=1.5, best_epoch=2)
     again = RunDirectory(str(folder), json.loads(json.dumps(CONFIG)))
     assert again.state["best"] == 1.5 and again.resume_epoch() == 2
@@ -70,3 +72,21 @@ def test_unreadable_run_file_is_named(tmp_path):
     (tmp_path / "run.json").write_text("{oops")
     with pytest.raises(ValueError, match="run.json: unreadable run file"):
         RunDirectory(str(tmp_path), CONFIG)
+
+
+def test_read_only_checks_but_writes_nothing(tmp_path, capsys):
+    # The workers of a cluster other than the chief.
+    folder = tmp_path / "r"
+    RunDirectory(str(folder / "new"), CONFIG, read_only=True).save_state(best=1.0)
+    assert not folder.exists()
+    RunDirectory(str(folder), CONFIG, owned=("best.keras",))
+    (folder / "best.keras").write_text("x")
+    other = {"model": {"units": 8, "layers": [1, 2]}, "training": {"epochs": 3}}
+    with pytest.raises(ValueError, match="model.units: 16 -> 8"):
+        RunDirectory(str(folder), other, read_only=True)
+    run = RunDirectory(str(folder), other, ("best.keras",), overwrite=True,
+                       read_only=True)  # fmt: skip
+    assert run.announce(3) == "start" and capsys.readouterr().out == ""
+    run.trim_history("history.csv", 0)
+    assert sorted(p.name for p in folder.iterdir()) == ["best.keras", "run.json"]
+    assert json.loads((folder / "run.json").read_text())["config"] == CONFIG
