@@ -31,6 +31,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer.training import train_loop
+
 GARBAGE = (np.nan, 1e30)
 
 
@@ -418,6 +420,21 @@ def run_loss_test(make, inputs, *, call=None, padding=None, xla=True, atol=1e-5,
 # ------------------------------------------------------------------ models
 
 
+def check_train_loop(make, x, y, loss, optimizer, fitted, history, atol):
+    """One step of `train_loop` on (x, y) = the model's `fit` step: the same
+    loss and the same weights after it."""
+    keras.utils.set_random_seed(0)
+    model = make()
+    model.compile(optimizer=optimizer, loss=loss())
+    got = train_loop(
+        model, lambda context, epoch: tf.data.Dataset.from_tensors((x, y)), 1, 1,
+        log_every=0, verbose=0,
+    )  # fmt: skip
+    np.testing.assert_allclose(got["loss"], history.history["loss"], rtol=1e-5)
+    for a, b in zip(model.weights, fitted.weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=atol, err_msg=a.path)
+
+
 def run_model_test(
     make,
     x,
@@ -432,7 +449,8 @@ def run_model_test(
     mixed_precision=True,
 ):
     """Every check for a model: config, a training step in a graph and under
-    XLA, padding, .keras save / load, mixed precision.
+    XLA, the same step through `train_loop` (the multi-worker path), padding,
+    .keras save / load, mixed precision.
 
     Args:
       make: `make()` -> a new model.
@@ -454,6 +472,8 @@ def run_model_test(
         trained.compile(optimizer=optimizer, loss=loss(), jit_compile=mode == "xla")
         history = trained.fit(x, y, epochs=1, batch_size=len(y), verbose=0)
         assert np.isfinite(history.history["loss"]).all(), mode
+        if mode == "graph":
+            check_train_loop(make, x, y, loss, optimizer, trained, history, atol)
     if padding is not None:
         check_padding(lambda *args: predict(model, tuple(args)), list(x), padding, atol)
     model.compile(optimizer=optimizer, loss=loss())

@@ -29,6 +29,7 @@ With a `checkpoint_dir` the loop is fault tolerant:
   e.g. another vocabulary) is refused, naming both.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -89,6 +90,18 @@ def _check_description(path, model, chief):
     os.replace(path + ".tmp", path)
 
 
+@contextlib.contextmanager
+def _without_tf_info():
+    """TensorFlow's INFO lines (signal watchers, saver timings) left out."""
+    tf_logger = tf.get_logger()
+    level = tf_logger.level
+    tf_logger.setLevel("WARNING")
+    try:
+        yield
+    finally:
+        tf_logger.setLevel(level)
+
+
 class _Checkpoints:
     """The run's checkpoint: restored at start, saved by every worker (the
     chief's copy is the one kept), and saved on SIGTERM."""
@@ -111,14 +124,15 @@ class _Checkpoints:
         _check_description(os.path.join(directory, MODEL_FILE), model, chief)
         resolver = getattr(strategy, "cluster_resolver", None)
         # Restores the newest checkpoint in `directory` on every worker.
-        self.preemption = tf.distribute.experimental.PreemptionCheckpointHandler(
-            resolver,
-            self.checkpoint,
-            directory,
-            tf.distribute.experimental.TerminationConfig(
-                exit_fn=lambda: sys.exit(PREEMPTED_EXIT_CODE), save_fn=self.save
-            ),
-        )
+        with _without_tf_info():
+            self.preemption = tf.distribute.experimental.PreemptionCheckpointHandler(
+                resolver,
+                self.checkpoint,
+                directory,
+                tf.distribute.experimental.TerminationConfig(
+                    exit_fn=lambda: sys.exit(PREEMPTED_EXIT_CODE), save_fn=self.save
+                ),
+            )
         self.scratch = None
         if chief:
             self.writer = tf.train.CheckpointManager(
@@ -136,7 +150,8 @@ class _Checkpoints:
         self.chief = chief
 
     def save(self):
-        self.writer.save(checkpoint_number=int(self.step.numpy()))
+        with _without_tf_info():
+            self.writer.save(checkpoint_number=int(self.step.numpy()))
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -238,9 +253,14 @@ def train_loop(
         raise ValueError("model: compile it (with an optimizer and our loss) first")
     strategy = strategy or strategy_from_environment()
     chief = is_chief(strategy)
-    if not model.optimizer.built:
-        # Its variables (Adam's moments, ...) are made here, not in the step.
-        with strategy.scope():
+    with strategy.scope():
+        if not model.built or not model.trainable_variables:
+            # An unbuilt model makes its weights on a first batch (as `fit`
+            # does), not inside the distributed step.
+            x, _ = next(iter(dataset_fn(tf.distribute.InputContext(), 0)))
+            model(x, training=False)
+        if not model.optimizer.built:
+            # Its variables (Adam's moments, ...) too.
             model.optimizer.build(model.trainable_variables)
     step_fn = _step_function(model)
     local_replicas = strategy.num_replicas_in_sync // worker_position(strategy)[1]
@@ -314,12 +334,13 @@ def train_loop(
 
 
 def _reporter(chief, verbose):
-    """Progress lines: logged on every worker, printed on the chief."""
+    """Progress lines: printed on the chief, logged elsewhere."""
 
     def say(line):
-        logging.info("%s", line)
         if chief and verbose:
             print(line, flush=True)
+        else:
+            logging.info("%s", line)
 
     return say
 

@@ -197,7 +197,8 @@ def fit(
         steps,
         strategy,
         checkpoint_dir=run_dir.file(BACKUP_DIR),
-        save_every=max(1, steps // 4) if steps >= 8 else 0,
+        # Besides each epoch's end: what a long epoch could lose.
+        save_every=100 if steps > 200 else 0,
         validation=validation,
         callbacks=all_callbacks,
         log_every=max(1, steps // 4) if verbose > 1 else 0,
