@@ -8,10 +8,10 @@ MODE: "single" (one process), "mirrored" (2 logical CPUs) or "worker" (this
 process's task of TF_CONFIG: MultiWorkerMirroredStrategy).  MODEL:
 "transducer" (the C++ RnntLoss) or "deepspeech" (CtcLoss).  Options:
 epochs, steps (per epoch), ckpt (checkpoint folder), augment=1 (SpecAugment
-on: draws from the model's seed generator), and die=SIGNAL:EPOCH:ITEM:MARK:
-this worker (worker 1, or the single process) sends itself SIGNAL ("KILL"
-or "TERM") when its input pipeline reads item ITEM of epoch EPOCH, once
-(MARK is a file created then).
+on: draws from the model's seed generator), dtype=float64 (Keras' floatx),
+and die=SIGNAL:EPOCH:ITEM:MARK: this worker (worker 1, or the single
+process) sends itself SIGNAL ("KILL" or "TERM") when its input pipeline
+reads item ITEM of epoch EPOCH, once (MARK is a file created then).
 
 Every variant sees the same global batches: epoch e shuffles a pool of
 utterances with seed e, step i takes the next GLOBAL_BATCH of them, and the
@@ -43,7 +43,9 @@ from tf_transducer.training import distributed, loss_sums, train_loop  # noqa: E
 
 GLOBAL_BATCH, POOL = 4, 16
 rng = np.random.default_rng(0)
-X = rng.normal(size=(POOL, 12, 6)).astype(np.float32)
+DTYPE = OPTIONS.get("dtype", "float32")
+keras.config.set_floatx(DTYPE)
+X = rng.normal(size=(POOL, 12, 6)).astype(DTYPE)
 N = rng.integers(6, 13, size=POOL).astype(np.int32)
 Y = np.full((POOL, 3), -1, np.int32)
 for i, n in enumerate(rng.integers(1, 4, size=POOL)):

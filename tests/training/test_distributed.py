@@ -80,17 +80,31 @@ def _assert_same_training(got, want):
     assert np.abs(got[2:] - want[2:]).max() < 1e-6
 
 
+_REFERENCES = {}
+
+
+def _one_process(model, tmp_path_factory):
+    """The uninterrupted one-process run of a model (once per module)."""
+    if model not in _REFERENCES:
+        out = tmp_path_factory.mktemp("single") / "weights.npy"
+        _finish(_run("single", out, model))
+        _REFERENCES[model] = np.load(out)
+    return _REFERENCES[model]
+
+
 @pytest.fixture(scope="module", params=["transducer", "deepspeech"])
 def one_process(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp("single") / "weights.npy"
-    _finish(_run("single", out, request.param))
-    return request.param, np.load(out)
+    return request.param, _one_process(request.param, tmp_path_factory)
 
 
-def test_two_replicas_train_to_one_process_weights(one_process, tmp_path):
-    model, want = one_process
-    if model != "transducer":
-        pytest.skip("replicas in one process: one model is enough")
+@pytest.fixture(scope="module")
+def transducer_run(tmp_path_factory):
+    # One model is enough for the replica, fault-tolerance and preemption paths.
+    return _one_process("transducer", tmp_path_factory)
+
+
+def test_two_replicas_train_to_one_process_weights(transducer_run, tmp_path):
+    model, want = "transducer", transducer_run
     # Keras divides each replica's loss by the number of replicas and the
     # optimizer sums their gradients: scaling again in the loop would halve
     # every update.
@@ -106,12 +120,20 @@ def test_two_workers_train_to_one_process_weights(one_process, tmp_path):
     _assert_same_training(np.load(tmp_path / "w.npy"), want)
 
 
+def test_two_workers_in_float64_agree_to_rounding(tmp_path):
+    # In float64 the only difference left is the order of the sums.
+    _finish(_run("single", tmp_path / "one.npy", "transducer", "dtype=float64"))
+    for worker in _cluster(tmp_path / "two.npy", "transducer", "dtype=float64"):
+        _finish(worker)
+    one, two = np.load(tmp_path / "one.npy"), np.load(tmp_path / "two.npy")
+    np.testing.assert_allclose(two[:2], one[:2], rtol=1e-12)
+    assert np.abs(two[2:] - one[2:]).max() < 1e-12
+
+
 def test_killed_worker_then_restarted_cluster_trains_as_if_uninterrupted(
-    one_process, tmp_path
+    transducer_run, tmp_path
 ):
-    model, want = one_process
-    if model != "transducer":
-        pytest.skip("one model is enough for the fault-tolerance path")
+    model, want = "transducer", transducer_run
     options = (
         f"ckpt={tmp_path / 'ckpt'}",
         f"die=KILL:1:3:{tmp_path / 'mark'}",  # worker 1, epoch 2, its 4th item
@@ -129,10 +151,8 @@ def test_killed_worker_then_restarted_cluster_trains_as_if_uninterrupted(
     _assert_same_training(np.load(tmp_path / "w.npy"), want)
 
 
-def test_sigterm_saves_exits_for_restart_and_resumes_exactly(one_process, tmp_path):
-    model, want = one_process
-    if model != "transducer":
-        pytest.skip("one model is enough for the preemption path")
+def test_sigterm_saves_exits_for_restart_and_resumes_exactly(transducer_run, tmp_path):
+    model, want = "transducer", transducer_run
     options = (f"ckpt={tmp_path / 'ckpt'}", f"die=TERM:1:5:{tmp_path / 'mark'}")
     # PreemptionCheckpointHandler saves at the next step and exits with the
     # code a supervisor restarts on.
