@@ -20,7 +20,6 @@ import keras
 
 from tf_transducer.training import speech
 from tf_transducer.training.distributed import is_chief, strategy_from_environment
-from tf_transducer.training.run_dir import RunDirectory
 from tf_transducer.training.transducer_recipe import manifest_list, read_utterances
 
 WEIGHTS, CONFIG = "best.weights.h5", "model.json"
@@ -141,12 +140,8 @@ def train(
             es_min_delta=es_min_delta,
         ),
     )
-    run_dir = RunDirectory(
-        checkpoint_dir,
-        run_config,
-        owned=(WEIGHTS, CONFIG, speech.HISTORY_FILE, speech.SUMMARIES),
-        overwrite=overwrite,
-        read_only=not chief,
+    run_dir = speech.run_directory(
+        checkpoint_dir, run_config, (WEIGHTS, CONFIG), overwrite, strategy
     )
     if run_dir.announce(epochs) == "done":
         return None

@@ -23,7 +23,7 @@ from tf_transducer.training.distributed import (
     worker_position,
 )
 from tf_transducer.training.loop import loss_sums, train_loop
-from tf_transducer.training.run_dir import BACKUP_DIR, RunStateCallback
+from tf_transducer.training.run_dir import BACKUP_DIR, RunDirectory, RunStateCallback
 
 HISTORY_FILE = "history.csv"
 SUMMARIES = "summaries"
@@ -47,13 +47,24 @@ def epoch_seed(seed, epoch):
     return int(seed) * 100_003 + int(epoch)
 
 
+def run_directory(checkpoint_dir, config, files, overwrite, strategy):
+    """The run's folder: written by the chief (which owns `files`, the
+    history and the summaries), checked read-only by the other workers."""
+    return RunDirectory(
+        checkpoint_dir,
+        config,
+        owned=(*files, HISTORY_FILE, SUMMARIES),
+        overwrite=overwrite,
+        read_only=not is_chief(strategy),
+    )
+
+
 def steps_per_epoch(train_data, batch_size, strategy, limit=None):
     """Steps of one epoch: the batches of the shortest shard (every item
     once per epoch on one machine), or `limit` when it is smaller."""
-    _, workers = worker_position(strategy)
+    worker, workers = worker_position(strategy)
     replicas_here = strategy.num_replicas_in_sync // workers
     per_replica = batch_size // strategy.num_replicas_in_sync
-    worker, _ = worker_position(strategy)
     counts = np.zeros(workers)
     counts[worker] = train_data.num_batches(per_replica, "auto") // replicas_here
     steps = int(all_reduce_sums(strategy, counts).min())

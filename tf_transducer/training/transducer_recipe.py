@@ -29,7 +29,7 @@ from tf_transducer.training.distributed import (
     is_chief,
     strategy_from_environment,
 )
-from tf_transducer.training.run_dir import RUN_FILE, RunDirectory
+from tf_transducer.training.run_dir import RUN_FILE
 
 MODEL_FILE, ENCODER_FILE = "best.keras", "text_encoder.json"
 AUGMENT_DEFAULT = dict(
@@ -218,12 +218,8 @@ def train(
             seed=seed,
         ),
     )
-    run_dir = RunDirectory(
-        checkpoint_dir,
-        config,
-        owned=(MODEL_FILE, ENCODER_FILE, speech.HISTORY_FILE, speech.SUMMARIES),
-        overwrite=overwrite,
-        read_only=not chief,
+    run_dir = speech.run_directory(
+        checkpoint_dir, config, (MODEL_FILE, ENCODER_FILE), overwrite, strategy
     )
     if run_dir.announce(epochs) == "done":
         model, encoder = load_checkpoint(checkpoint_dir)
