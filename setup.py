@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds every cc/**/*.cc into tf_transducer/_ops.so with TensorFlow's flags.
 
 `pip install -e .` (or `python setup.py build_ext --inplace`) compiles the

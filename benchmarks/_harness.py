@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Side-by-side timing of configurations that each need their own process.
 
 The parent starts one worker process per configuration (TensorFlow fixes its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DeepSpeech at its default size (n_hidden 2048, 47.2 M parameters).
 
   * TFLite sizes of the streaming export (float and dynamic-range quantised);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CUDA RNN-T loss (cc/gpu_harness) against torchaudio's, on a GPU.
 
 No TensorFlow: this needs torch and torchaudio with CUDA, and the standalone

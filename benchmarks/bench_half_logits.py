@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """16-bit logits: read as such by the fused op, or cast to float32 first.
 
 Until the fused `rnnt_loss` op took float16 / bfloat16 logits, the wrapper

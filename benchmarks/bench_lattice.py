@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Benchmark of RecognitionLattice: loss + gradient, and shortest path.
 
 Configuration of issue 8: B=4, T=20 frames (F=128), vocabulary 26,

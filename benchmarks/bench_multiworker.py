@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transducer training step: one process vs a 2-worker cluster on this
 machine (MultiWorkerMirroredStrategy over gRPC on 127.0.0.1), through
 `train_loop`, on the same global batch; and the gradient all-reduce volume,

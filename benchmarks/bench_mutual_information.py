@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Benchmark of the MI recursion: forward + backward, float32.
 
 Each configuration lives in its own interpreter and all are timed in turn,

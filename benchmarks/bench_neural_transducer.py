@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Benchmark of the Neural Transducer's alignment search and training.
 
 1. The best-alignment search at B=16, 50 blocks, W=8, 120 targets (33

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Throughput of the audio pipeline, and the training step it has to feed.
 
 Side by side (benchmarks/_harness.py), each configuration in its own process

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Benchmark of the fused RNN-T loss: forward + backward, float32, 2 threads.
 
 Side by side (benchmarks/_harness.py), at (B, T, U, V) = (8, 150, 40, 500)

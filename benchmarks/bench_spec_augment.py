@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SpecAugment's LD policy against the feature extraction of the same batch.
 
 Side by side (benchmarks/_harness.py), 2 threads, float32, in tf.function:

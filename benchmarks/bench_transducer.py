@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The demo transducer: training step with the full vs the pruned loss, and the
 real-time factor of its quantised streaming TFLite programs.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench_lattice.py's worker for Google's LAST (run with a Python that has
 last-asr, jax and flax; no TensorFlow). Same configuration and inputs.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lattice benchmark's configuration and inputs (shared by the TF and
 LAST workers; no TensorFlow or JAX imports here)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Peak resident memory of a piece of work, from /proc (Linux): the RSS
 before it, and the high-water mark after resetting it (/proc/self/clear_refs)
 so that only the work's own peak counts."""

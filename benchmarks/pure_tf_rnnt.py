@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A pure-TensorFlow RNN-T loss of the kind TF projects use today, for the
 benchmark only: log_softmax over the logits, blank and label log-probs
 picked with one_hot, the forward variable computed over anti-diagonals in a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The RNN-T loss cases that bench_rnnt_loss.py and rss_rnnt_loss.py share."""
 
 SHAPES = [(8, 150, 40, 500), (4, 300, 80, 128)]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Peak resident memory of one RNN-T loss step, above the logits.
 
 Each case runs in a fresh interpreter: it makes the logits, loads the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Saves docs/spec_augment.png: a bundled LibriVox clip before and after SpecAugment.
 
 The 80-mel log spectrogram of the shortest bundled LibriVox clip, then the

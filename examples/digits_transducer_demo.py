@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`make demo`: a streaming RNN-T transducer for spoken digits, end to end.
 
 1. Train a small transducer (log-mel -> 2-layer LSTM encoder, stateless

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`make demo`: the MI recursion and the RNN-T loss end to end.
 
 1. Scores and occupation gradients of random RNN-T-shaped px / py from the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test-wide settings: quiet TensorFlow logs before TensorFlow is imported."""
 
 import os

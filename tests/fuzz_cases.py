@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Seeded malformed and extreme inputs to the public API, run in a child process.
 
 `python -m tests.fuzz_cases FAMILY FIRST COUNT` builds cases FIRST ..

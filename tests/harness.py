@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One harness for every public layer, loss and model.
 
 In the spirit of keras-hub's `TestCase.run_layer_test`, for what this

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CtcLoss: values against tf.nn.ctc_loss, padding, impossible labels, config."""
 
 import keras

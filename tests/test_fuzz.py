@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fuzzing the public API with seeded malformed and extreme inputs.
 
 Each family of cases (tests/fuzz_cases.py) runs in a child process, so that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PrunedRnntLoss: values, padding, training with fit, serialization."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every public layer, loss and model through the one harness (tests/harness.py).
 
 The cases are small; what each must compute is tested in its own test file.

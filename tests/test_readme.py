@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The README's lattice example runs as written (and learns its task)."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tf_transducer: transducer losses as TensorFlow custom ops, for Keras 3.
 
 The public API; everything else is internal.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Keras 3 losses over the transducer ops, for `model.compile(loss=...)`."""
 
 from collections.abc import Mapping

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Records the TensorFlow release this library was compiled against, as a
 // plain string in the binary.  The Python loader reads it from the file
 // before loading it, so a mismatch gives a clear message instead of an

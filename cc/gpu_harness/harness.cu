@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A standalone check and benchmark of the CUDA kernels of cc/kernels/gpu,
 // without TensorFlow (README.md next to this file):
 //

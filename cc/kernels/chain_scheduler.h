@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A pipelined wavefront without barriers.
 //
 // Work comes as `chains` chains of `steps` steps each.  Steps of one chain

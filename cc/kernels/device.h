@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the CPU kernels and the CUDA kernels share has to compile for both:
 // TT_HOST_DEVICE marks it __host__ __device__ under nvcc, and the helpers
 // here give it the few <cmath> / <cstring> functions it needs on either side

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 16-bit floating-point logits (IEEE binary16 "half" and bfloat16) as the
 // kernels read and write them: storage types with the same bits as
 // TensorFlow's Eigen::half / Eigen::bfloat16 and CUDA's __half /

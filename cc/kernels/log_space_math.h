@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exp and log1p on the ranges a log-space recursion needs, written so that a
 // compiler can vectorise a loop over them (no calls, no branches, only
 // selects), for float and double; the CUDA kernels call the same functions

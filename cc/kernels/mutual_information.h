@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MI recursion (mutual_information_cell.h) on the CPU.
 //
 // Both recursions depend only on the previous (forward) or next (backward)

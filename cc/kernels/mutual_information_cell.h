@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mutual-information (MI) recursion behind the k2 / fast_rnnt RNN-T
 // losses: the maths of one cell, shared by the CPU kernel
 // (mutual_information.h) and the CUDA kernel (gpu/mutual_information.cu).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs the MI recursion of mutual_information.h over a batch on a TensorFlow
 // CPU thread pool: whole sequences per thread, or, for fewer sequences than
 // threads and long ones, a pipelined wavefront of tiles.  Shared by the MI

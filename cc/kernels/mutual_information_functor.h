@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // functor::MutualInformation<Device, T>: runs the MI recursion of a
 // MutualInformationProblem whose pointers Device's kernels can read (see
 // op_device.h), and returns for each sequence whether its px or py held a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels of TfTransducerMutualInformation, CPU and (built with
 // GOOGLE_CUDA) GPU.  The recursion and the gradient are written out in
 // mutual_information_cell.h; this file checks the inputs, allocates and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device side of the op kernels (the tensorflow/addons layout): an
 // OpKernel<Device, T> checks its inputs, allocates its outputs and calls
 // functor::X<Device, T>, whose CPU specialisation runs on TensorFlow's thread

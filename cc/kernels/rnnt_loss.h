@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused RNN-T loss (rnnt_loss_op.cc has the formulas): the maths of one
 // row of logits, shared by the CPU kernels and the CUDA kernels
 // (gpu/rnnt_loss.cu).  A "row" is logits[b, t, j, :]: symbol position

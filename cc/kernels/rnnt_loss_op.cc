@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels of TfTransducerRnntLoss and TfTransducerRnntLossGrad (and their
 // pruned forms), CPU and (built with GOOGLE_CUDA) GPU: the RNN-T loss on
 // joiner logits, fused.  For logits l[b, t, s, :] (S + 1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registration of the mutual-information recursion op.
 
 #include "tensorflow/core/framework/op.h"

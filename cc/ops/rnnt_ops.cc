@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registration of the fused RNN-T loss ops.
 
 #include "tensorflow/core/framework/op.h"

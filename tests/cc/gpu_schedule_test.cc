@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA kernels' schedules, emulated on the CPU with the functions they
 // call (mutual_information_cell.h, rnnt_loss.h), against the CPU kernels'
 // code and against plain float64 references.  Exits non-zero and prints the

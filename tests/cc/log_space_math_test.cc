@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compares log_space_math.h with libm on random arguments; exits non-zero and
 // prints the worst case when an error bound is exceeded.
 // Built and run by tests/cc/test_cc_units.py.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """C++ unit programs under tests/cc, built with g++ and run."""
 
 import os

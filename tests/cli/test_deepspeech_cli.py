@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The DeepSpeech command line end to end on the bundled digits, and its errors."""
 
 import os

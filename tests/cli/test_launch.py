@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m tf_transducer.cli.launch: a localhost cluster of workers, each
 with its own TF_CONFIG, under a timeout; the chief's exit code comes back;
 a preempted cluster restarts."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The transducer command line end to end on the bundled digits, and its errors.
 
 What a user does: train at 8 kHz, then evaluate / export / transcribe

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SpeechDataset on the bundled corpora: shapes, lengths, features, order, bad items."""
 
 import csv

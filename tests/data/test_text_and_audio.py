@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Text encoders, manifests, the resampler, the corpus script."""
 
 import csv

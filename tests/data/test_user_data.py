@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Data as users have it: NeMo segments, odd WAVs, bad manifest fields, rates."""
 
 import json

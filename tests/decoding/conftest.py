@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A tiny ARPA language model shared by the CTC and transducer decoding tests."""
 
 import pytest

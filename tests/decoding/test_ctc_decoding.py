@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CTC greedy and beam search, language models, error rates."""
 
 import itertools

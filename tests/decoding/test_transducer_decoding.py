@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transducer greedy and beam search against exact references, and LM fusion.
 
 The searches only see step functions; here those read a table of joiner

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Export folders users break: each runner names the file and the problem."""
 
 import json

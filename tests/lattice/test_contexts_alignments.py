@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Context dependencies and alignment lattices, one frame at a time."""
 
 import itertools

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RecognitionLattice against hand arithmetic and brute-force path enumeration."""
 
 import itertools

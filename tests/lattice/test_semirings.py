@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Semirings: values by hand, reductions, and gradients at +-inf."""
 
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Weight functions and cachers: shapes, normalisation, state selection, configs."""
 
 import numpy as np

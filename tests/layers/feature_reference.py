@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """float64 numpy references of the feature layers, written from their formulas."""
 
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Feature layers vs float64 numpy references, padding, TFLite, config."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SpecAugment: property tests over many seeds, domains, seeds, export, config."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transducer parts: streaming steps equal the offline calls; configs."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DeepSpeech: size, overfitting a real clip (Keras and TFLite), streaming, resuming."""
 
 import contextlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LatticeModel + RecognitionLatticeLoss: compile / fit, and toy tasks learned
 to exact match with a locally and a globally normalised lattice."""
 

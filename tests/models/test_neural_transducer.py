@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Neural Transducer: teacher forcing vs a step-by-step loop, the loss on
 its best alignment, a toy task learned to exact match, streaming and TFLite."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transducer: overfitting real clips (both losses), streaming, beams, save/load."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run as a script: one Transducer training step on 2 logical CPUs under
 MirroredStrategy vs on one device; prints the two losses and the largest
 difference of the updated weights."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A float64 numpy reference of the MI recursion: a plain double loop.
 
 Written in grid coordinates (s, t), independently of the diagonal layout the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run by test_mutual_information_integration.py in a fresh interpreter.
 
 Splits the CPU into two logical devices, then (1) runs the MI op per replica

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A float64 numpy reference of the RNN-T losses, written on the lattice of
 frames and symbols directly (not through px / py), one cell at a time."""
 

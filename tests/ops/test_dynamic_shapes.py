@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every public op with unknown (None) batch, time and label sizes.
 
 Users feed padded tf.data batches, whose shapes are unknown while a

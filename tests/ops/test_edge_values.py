@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Extreme and illegal values: the right answer, or an error naming the argument.
 
 Cases found by fuzzing the public API: large log-weights, half precision,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The GPU kernels: registered in a CUDA build, equal to the CPU kernels on a GPU.
 
 The comparisons need a GPU that TensorFlow can see and a library built with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The MI recursion: the C++ op and the pure-TF path against a numpy loop."""
 
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad input to the MI recursion: clear errors that name the argument."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The MI op inside XLA, Keras `fit` and `tf.distribute.MirroredStrategy`."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Neural Transducer's block alignment DP against brute-force enumeration."""
 
 import itertools

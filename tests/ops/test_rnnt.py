@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RNN-T losses (simple and full) against a numpy lattice reference."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pruned RNN-T: ranges, pruning, pruned log-probs and loss."""
 
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The smoothed simple RNN-T loss against a per-cell numpy reference."""
 
 import numpy as np

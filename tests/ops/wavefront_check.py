@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run by test_mutual_information.py in a fresh interpreter with 3 threads.
 
 With B < threads and long sequences the kernel uses its wavefront schedule

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run as a script (tests/training/test_distributed.py starts it): trains a
 small model through `train_loop` on fixed data and writes the last epoch's
 loss and validation loss, then the weights, to OUT (.npy, chief only).

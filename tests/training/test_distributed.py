@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """train_loop under MirroredStrategy and MultiWorkerMirroredStrategy (two
 workers on 127.0.0.1, each a child process under a timeout) trains to the
 weights of one process on the same global batches; a killed worker's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """train_loop in this process: mixed precision policies, checkpoints of
 another model refused, arguments and distributions checked."""
 

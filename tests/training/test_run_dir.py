@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RunDirectory: what training again in a run's folder does."""
 
 import json

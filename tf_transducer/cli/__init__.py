@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Command lines (absl apps): `python -m tf_transducer.cli.deepspeech --help`,
 `python -m tf_transducer.cli.transducer --help`.
 

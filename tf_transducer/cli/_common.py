@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the command lines share: user errors, manifests, LMs, audio input."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DeepSpeech on Keras 3: train, test, export and transcribe, with DeepSpeech's flags.
 
 What runs depends on the flags given, in this order (as in DeepSpeech):

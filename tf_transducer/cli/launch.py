@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A cluster of training workers on this machine (for trying multi-worker
 training, and for tests): picks free ports, gives each worker its TF_CONFIG,
 and returns the chief's exit code.

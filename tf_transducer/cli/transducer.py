@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transducers from the command line: train, evaluate, export, transcribe.
 
   T="python -m tf_transducer.cli.transducer"

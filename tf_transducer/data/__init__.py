@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Audio data: manifests, decoding, text encoders, tf.data pipelines, corpora."""
 
 from tf_transducer.data.audio import (

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Audio files: checking them, and decoding them in or out of the graph.
 
 16-bit PCM WAV files are decoded in the graph (`tf.audio.decode_wav`);

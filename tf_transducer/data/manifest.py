@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Manifests: which audio files go with which transcripts.
 
 Two formats, picked by the file's extension:

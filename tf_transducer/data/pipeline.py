@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SpeechDataset: manifest -> shuffled, decoded, featurised, bucketed batches."""
 
 import bisect

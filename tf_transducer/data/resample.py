@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Band-limited resampling of audio, in float64 numpy.
 
 y[n] = sum_k x[k] h(n * rate_in / rate_out - k), where h is a Kaiser-windowed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Text encoders: transcripts <-> label ids.
 
 One convention everywhere in tf_transducer: id 0 is the blank (CTC's blank,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Decoding: CTC, transducer and Neural Transducer search, n-gram LMs, error rates."""
 
 from tf_transducer.decoding.ctc import ctc_beam_search, ctc_greedy_decode

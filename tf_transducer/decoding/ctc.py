@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CTC decoding: greedy and prefix beam search, optionally with an n-gram LM.
 
 Inputs are logits or log-probabilities [B, T, C] (numpy or tensors) with

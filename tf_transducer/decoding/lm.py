@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Word n-gram language models for CTC and transducer beam search (shallow fusion).
 
 Two back ends with one interface (`begin_state()`, `score(state, word) ->

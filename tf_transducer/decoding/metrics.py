@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Word and character error rates (Levenshtein distance over words / characters)."""
 
 from collections.abc import Sequence

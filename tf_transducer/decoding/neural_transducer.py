@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Beam search for the Neural Transducer (tf_transducer.layers.NeuralTransducer).
 
 Block by block: every hypothesis emits up to W - 1 labels in the block, each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transducer decoding: greedy search and beam searches, batched over utterances.
 
 The searches run on three step functions (`TransducerSteps`), so the same

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TFLite export and on-device (LiteRT) streaming runners."""
 
 from tf_transducer.export.deepspeech import DeepSpeechStream, export_deepspeech

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared TFLite plumbing: conversion with built-in ops only, atomic writes, running."""
 
 import contextlib

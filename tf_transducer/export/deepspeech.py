@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DeepSpeech to TFLite for streaming, and a LiteRT runner that transcribes WAVs.
 
 An export folder holds:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Block-streaming TFLite export of a NeuralTransducer layer, and its runner.
 
 Two programs, built-in ops only (float, and dynamic-range quantised):

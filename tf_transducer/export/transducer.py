@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A Transducer to streaming TFLite programs, and a LiteRT runner for WAVs.
 
 An export folder holds, each also as `*.quant.tflite` (dynamic range):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Recognition lattices (a TensorFlow port of Google's LAST).
 
 `semirings`, `contexts`, `alignments` and `weight_fns` mirror LAST's

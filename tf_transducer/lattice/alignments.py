@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Time-synchronous alignment lattices (`last.alignments`).
 
 A frame-local alignment lattice is a small acyclic automaton over two

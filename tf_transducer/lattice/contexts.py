@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Context dependencies: DFAs over the output vocabulary (`last.contexts`).
 
 A context dependency's states encode the output history a weight function

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Recognition lattices in the GNAT formulation (`last.RecognitionLattice`).
 
 The lattice over T frames has a state (t, a, c) for every frame t, frame-

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Semirings over TensorFlow tensors (the `last.semirings` API).
 
 A semiring value is a tensor, or for the composite semirings (`Cartesian`,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Weight functions: arc weights of a recognition lattice (`last.weight_fns`).
 
 A `WeightFn` maps one frame (or a stack of frames) and the context states

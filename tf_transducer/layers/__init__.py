@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Keras layers: audio features (and, later, augmentation and model parts)."""
 
 from tf_transducer.layers.feature_normalization import FeatureNormalization

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Argument checks shared by the layers: constructor values and lengths."""
 
 import tensorflow as tf

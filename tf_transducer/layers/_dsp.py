@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Signal-processing pieces shared by the feature layers.
 
 Filterbanks and transforms are built once in float64 numpy (layer

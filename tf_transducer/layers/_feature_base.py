@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the feature layers share: (values, lengths) in, (values, lengths) out."""
 
 import keras

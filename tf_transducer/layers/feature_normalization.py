@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FeatureNormalization: per-utterance or global mean / variance normalisation."""
 
 import keras

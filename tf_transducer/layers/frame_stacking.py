@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FrameStacking: context windows and frame stacking with subsampling."""
 
 import keras

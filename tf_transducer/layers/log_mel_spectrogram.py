@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LogMelSpectrogram: audio -> log mel filterbank energies, padding-aware."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mfcc: audio -> mel-frequency cepstral coefficients, DeepSpeech's by default."""
 
 import keras

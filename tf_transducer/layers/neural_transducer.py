@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Neural Transducer (Jaitly et al. 2015, arXiv 1511.04868) as a Keras layer.
 
 The encoder's frames are cut into blocks of `input_block_size` frames (the

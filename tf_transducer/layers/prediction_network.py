@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PredictionNetwork: the transducer's label model, LSTM or stateless."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SpecAugment (arXiv 1904.08779) with everything lingvo's SpectrumAugmenter does.
 
 Building blocks (functions, usable on their own) and the Keras layer

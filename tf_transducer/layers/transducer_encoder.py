@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TransducerEncoder: frame stacking + stacked LSTMs, offline or chunk by chunk."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TransducerJoiner: projections, add, tanh, output projection."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Keras models: DeepSpeech (CTC), the RNN-T Transducer, lattice models (GNAT),
 the Neural Transducer."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How the models take their inputs: values alone, (values, lengths) or a dict."""
 
 import tensorflow as tf

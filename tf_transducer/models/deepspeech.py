@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DeepSpeech (Mozilla DeepSpeech 0.9's acoustic model) as a Keras 3 model."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A Keras model around a recognition lattice (GNAT: local or global norm)."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A Keras model: an encoder and the Neural Transducer (Jaitly et al. 2015)."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transducer: an RNN-T model for model.compile(loss=RnntLoss() or PrunedRnntLoss())."""
 
 import keras

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Custom TensorFlow ops and their pure-TensorFlow equivalents."""
 
 from tf_transducer.ops._loader import OpLibraryError

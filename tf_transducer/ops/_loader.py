@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lazy loading of the compiled op library, tf_transducer/_ops.so.
 
 TF_TRANSDUCER_OPS_LIBRARY, when set, names another build of the library to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Argument checks shared by the ops: static ones raise ValueError, value
 checks raise InvalidArgumentError; both name the argument.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The mutual-information recursion as a TensorFlow op (k2 / fast_rnnt).
 
 The recursion, for each sequence b, over a grid of (S + 1) x (T + 1) cells:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The MI recursion in plain TensorFlow: the reference and the XLA path.
 
 Same maths as cc/kernels/mutual_information.h.  Cells (s, t) of the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Best alignment of targets to blocks for the Neural Transducer (Jaitly et
 al. 2015), batched and in the graph.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RNN-T losses on the mutual-information recursion (k2 / fast_rnnt family).
 
 Every loss here maps an RNN-T lattice to the (px, py) form of

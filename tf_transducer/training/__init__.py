@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Training runs: run folders that resume, refuse or start over, and a
 training loop for any tf.distribute strategy (several machines included)."""
 

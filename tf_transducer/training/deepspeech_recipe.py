@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The DeepSpeech recipe: MFCC -> DeepSpeech -> CtcLoss on manifests, on one
 machine or several, then decoded with CTC search.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Clusters and strategies: which strategy this process trains under, which
 share of the data it reads, and sums across workers.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`train_loop`: training under any tf.distribute strategy, resumable.
 
 Keras 3's `Model.fit` does not run under `MultiWorkerMirroredStrategy`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A training run's folder: its configuration, progress, and what a re-run does.
 
 `run.json` holds the configuration a run was started with and how far it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Training a speech model on `SpeechDataset`s through `train_loop`, on one
 machine or several: what the transducer and DeepSpeech recipes share.
 

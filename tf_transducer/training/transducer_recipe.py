@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The transducer recipe: a log-mel RNN-T model trained on manifests, on one
 machine or several, then evaluated and decoded.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies between host and device, and error names, for the TensorFlow glue
 // (which includes no CUDA header).
 

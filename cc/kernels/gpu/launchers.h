@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA kernels' entry points, as plain C++: device pointers, sizes and
 // the CUDA stream as a void*.  The .cu files that define them include no
 // TensorFlow header, and the TensorFlow glue (the *_op.cc files, compiled by

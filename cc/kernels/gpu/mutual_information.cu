@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MI recursion on the GPU (k2's scheme): one thread block per sequence
 // walks the diagonals k = t + r * s of its rectangle, a thread per cell,
 // with a barrier between diagonals; forward, then backward.  The cell maths

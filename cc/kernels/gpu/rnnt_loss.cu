@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused RNN-T loss's row passes on the GPU (the recursion between them
 // is mutual_information.cu's): a warp per row of logits, each lane taking
 // every 32nd class, with rnnt_loss.h's functions for the maths.  Pass 1

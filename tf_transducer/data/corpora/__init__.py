@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bundled corpora (see README.md here): paths to their manifests."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Regenerates the bundled spoken-digits corpus (tf_transducer/data/corpora/digits).
 
 Each utterance is a random string of 3 to 6 digits read as words ("four seven
