@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CC_FILES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check
+.PHONY: bazel-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -80,6 +80,23 @@ gpu-check: $(GPU_HARNESS)
 	  python3 benchmarks/bench_gpu.py --harness $(GPU_HARNESS); \
 	else echo "torch/torchaudio not found: timing ours only"; \
 	  $(GPU_HARNESS) bench; fi
+
+# The same library built by Bazel (docs/guides/bazel.md): Debian's
+# bazel-bootstrap is installed when no `bazel` is on the PATH; then //... is
+# built, the C++ unit tests run under Bazel, and the op tests run against
+# build/bazel-bin/tf_transducer/_ops.so (the loader checks its TF version).
+BAZEL ?= bazel
+BAZEL_ENV := PYTHON_BIN_PATH=$(CURDIR)/$(PY)
+BAZEL_LIB := build/bazel-bin/tf_transducer/_ops.so
+bazel-test: | $(STAMP)
+	command -v $(BAZEL) >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "bazel-test: no $(BAZEL) on the PATH and no apt-get to install bazel-bootstrap"; exit 1; }; \
+	  sudo=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap >/dev/null; }
+	$(BAZEL_ENV) $(BAZEL) build //...
+	$(BAZEL_ENV) $(BAZEL) test //tests/cc/...
+	TF_TRANSDUCER_OPS_LIBRARY=$(CURDIR)/$(BAZEL_LIB) \
+	  $(PY) -m pytest -n $(PYTEST_WORKERS) tests/ops tests/test_losses.py tests/test_pruned_loss.py
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .
