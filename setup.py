@@ -105,8 +105,12 @@ def _tf_flags():
         [sys.executable, "-c", query], capture_output=True, text=True, env=env
     )
     if result.returncode != 0:
-        raise RuntimeError(
-            f"cannot import TensorFlow to build the ops:\n{result.stderr}"
+        raise SystemExit(
+            "building tf_transducer's ops needs the TensorFlow they will run "
+            f"with, and {sys.executable} cannot import one. Install TensorFlow "
+            "first, then build without isolation (pip downloads another "
+            "TensorFlow into an isolated build): pip install "
+            f"--no-build-isolation .\n{result.stderr[-2000:]}"
         )
     version, cflags, lflags, with_cuda = json.loads(
         result.stdout.strip().splitlines()[-1]
@@ -196,7 +200,39 @@ class BuildTfOps(build_ext):
         _run(cmd, f"linking {out}")
 
 
+# Any TensorFlow 2 from this release on: Keras 3 is its default from 2.16.
+TF_RANGE = ">=2.16,<3"
+# The distributions that provide the `tensorflow` module.
+TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tf-nightly")
+
+
+def _installed_tensorflow():
+    """(distribution name, version) of the installed TensorFlow, or None."""
+    from importlib import metadata
+
+    for name in TF_DISTRIBUTIONS:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _dependencies():
+    """The core dependencies.  A wheel (or an install from source) holds a
+    library compiled against the TensorFlow found here, so it requires that
+    exact release; the source archive accepts any TensorFlow 2.x, since it
+    builds against whichever one the user has."""
+    installed = _installed_tensorflow()
+    if "sdist" in sys.argv or installed is None:
+        tensorflow = f"tensorflow{TF_RANGE}"
+    else:
+        tensorflow = f"{installed[0]}=={installed[1]}"
+    return [tensorflow, "numpy", "absl-py"]
+
+
 setup(
     ext_modules=[Extension("tf_transducer._ops", sources=SOURCES)],
     cmdclass={"build_ext": BuildTfOps},
+    install_requires=_dependencies(),
 )

@@ -4,6 +4,8 @@
 The public API; everything else is internal.
 """
 
+from importlib import metadata as _metadata
+
 from tf_transducer import data, decoding, export, lattice, layers, losses, models
 from tf_transducer.data import CharacterAlphabet, SpeechDataset, SubwordEncoder
 from tf_transducer.lattice import RecognitionLattice
@@ -38,7 +40,10 @@ from tf_transducer.ops import (
     rnnt_loss_smoothed,
 )
 
-__version__ = "0.1.0"
+try:  # one source of truth: the version in pyproject.toml, as installed
+    __version__ = _metadata.version("tf_transducer")
+except _metadata.PackageNotFoundError:  # sources on sys.path, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "CharacterAlphabet",

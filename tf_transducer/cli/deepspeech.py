@@ -324,6 +324,7 @@ def main(argv):
 
 
 def run():
+    """The `tf-transducer-deepspeech` console script."""
     run_app(main)
 
 

@@ -16,7 +16,7 @@ and exit with PREEMPTED_EXIT_CODE (42); --max_restarts restarts a cluster
 that ended so.
 
 Across real machines, run the same command on each host with its own
-TF_CONFIG (see the README, "On several machines").
+TF_CONFIG (see docs/guides/distributed.md).
 """
 
 import json
@@ -149,5 +149,10 @@ def main(argv):
     sys.exit(code)
 
 
-if __name__ == "__main__":
+def run():
+    """The `tf-transducer-launch` console script."""
     run_app(main)
+
+
+if __name__ == "__main__":
+    run()

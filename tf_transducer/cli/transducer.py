@@ -21,7 +21,8 @@ import sys
 
 from absl import app, flags, logging
 
-from tf_transducer.cli import define, define_distribution, flag_group, run
+from tf_transducer.cli import define, define_distribution, flag_group
+from tf_transducer.cli import run as run_app
 from tf_transducer.cli._common import (
     CliError,
     manifest_paths,
@@ -199,5 +200,10 @@ def main(argv):
         sys.exit(1)
 
 
+def run():
+    """The `tf-transducer` console script."""
+    run_app(main)
+
+
 if __name__ == "__main__":
-    run(main)
+    run()

@@ -14,6 +14,7 @@ import struct
 
 import numpy as np
 
+from tf_transducer._optional import require
 from tf_transducer.data.resample import resample
 
 
@@ -105,7 +106,7 @@ def probe(path: str) -> AudioInfo:
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
         info = _probe_wav(path, size)
     else:
-        import soundfile as sf
+        sf = require("soundfile")
 
         try:
             sf_info = sf.info(path)
@@ -132,7 +133,7 @@ def read_audio(
       BadAudioError: unreadable, no samples (in the segment), or samples
         that are NaN or infinite (a float file can hold them).
     """
-    import soundfile as sf
+    sf = require("soundfile")
 
     try:
         with sf.SoundFile(path) as f:

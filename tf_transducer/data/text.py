@@ -12,6 +12,8 @@ import collections
 import os
 from collections.abc import Iterable, Sequence
 
+from tf_transducer._optional import require
+
 BLANK = 0
 PAD_ID = -1
 
@@ -133,7 +135,7 @@ class SubwordEncoder:
     """
 
     def __init__(self, model_proto: bytes):
-        import sentencepiece as spm
+        spm = require("sentencepiece")
 
         self.model_proto = bytes(model_proto)
         self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
@@ -161,7 +163,7 @@ class SubwordEncoder:
         """
         import io
 
-        import sentencepiece as spm
+        spm = require("sentencepiece")
 
         text = [t for t in transcripts if t]
         if not text:

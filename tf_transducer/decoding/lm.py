@@ -15,6 +15,8 @@ Two back ends with one interface (`begin_state()`, `score(state, word) ->
 import math
 import os
 
+from tf_transducer._optional import available, require
+
 LN10 = math.log(10.0)
 
 
@@ -22,13 +24,7 @@ class KenLMModel:
     """A KenLM model (.arpa or .binary) via the kenlm package."""
 
     def __init__(self, path):
-        try:
-            import kenlm
-        except ImportError:
-            raise ImportError(
-                "KenLM language models need the kenlm package: pip install kenlm "
-                "(or use ArpaModel for an ARPA file)"
-            ) from None
+        kenlm = require("kenlm")  # (ArpaModel reads ARPA files without it)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"language model {path!r} does not exist")
         self._kenlm = kenlm
@@ -110,9 +106,7 @@ class ArpaModel:
 def load_language_model(path):
     """KenLMModel if the kenlm package is installed (any KenLM file), else an
     ArpaModel (ARPA text files only)."""
-    try:
-        import kenlm  # noqa: F401
-    except ImportError:
+    if not available("kenlm"):
         return ArpaModel(path)
     return KenLMModel(path)
 

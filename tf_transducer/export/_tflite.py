@@ -11,6 +11,8 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer._optional import require
+
 
 def convert(function, owner, quantize=False):
     """TFLite flatbuffer bytes of a tf.function, TFLITE_BUILTINS only.
@@ -131,6 +133,7 @@ class Program:
     """
 
     def __init__(self, path, num_threads=1, inputs=None):
+        require("ai_edge_litert")
         from ai_edge_litert.interpreter import Interpreter
 
         if not os.path.isfile(path):
