@@ -99,3 +99,35 @@ def test_corpora_come_from_the_checkout_or_the_variable(monkeypatch, tmp_path):
         corpora.path("timit")
     with pytest.raises(ValueError, match="no bundled manifest"):
         corpora.manifest("timit")
+
+
+def test_every_source_file_carries_its_licence():
+    sources = []
+    for top in [
+        "tf_transducer",
+        "cc",
+        "tests",
+        "benchmarks",
+        "examples",
+        "docs",
+        "notebooks",
+        ".ci",
+        "third_party",
+    ]:
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            if "__pycache__" in folder:
+                continue
+            sources += [
+                os.path.join(folder, f)
+                for f in files
+                if f.endswith((".py", ".cc", ".h", ".cu", ".bzl"))
+            ]
+    sources.append(os.path.join(ROOT, "setup.py"))
+    assert len(sources) > 150
+    unlicensed = [
+        os.path.relpath(path, ROOT)
+        for path in sources
+        if "SPDX-License-Identifier: Apache-2.0"
+        not in "".join(open(path).readlines()[:3])
+    ]
+    assert not unlicensed, unlicensed
