@@ -8,10 +8,11 @@ start. `FrameDependent`: each frame takes one blank or one label.
 `FrameLabelDependent(k)`: each frame takes up to k labels, then a blank.
 
 Each method advances by one frame. Weights come per non-final frame-local
-state a (lists of num_states() entries): blank[a] [..., C] and lexical[a]
-[..., C, V] over the context states C (or, for `string_forward`, over the
-U + 1 states of one label string, lexical[a][..., u] being the weight of
-emitting label u + 1). A state without a lexical arc ignores its entry.
+state a (lists of num_states() entries): `blank[a]` `[..., C]` and
+`lexical[a]` `[..., C, V]` over the context states C (or, for
+`string_forward`, over the U + 1 states of one label string,
+`lexical[a][..., u]` being the weight of emitting label u + 1). A state
+without a lexical arc ignores its entry.
 """
 
 import abc

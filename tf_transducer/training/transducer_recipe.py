@@ -157,9 +157,9 @@ def train(
         vocab_size pieces).
       sample_rate, n_mels: log-mel features (saved with the model).
       max_duration: seconds; a longer utterance is an error.
-      epochs, batch_size (global, over every replica), learning_rate (peak
-        of a cosine decay), loss ("full": RnntLoss, "pruned":
-        PrunedRnntLoss), seed: training.
+      epochs, batch_size, learning_rate, loss, seed: training; batch_size is
+        global (over every replica), learning_rate the peak of a cosine
+        decay, loss "full" (RnntLoss) or "pruned" (PrunedRnntLoss).
       encoder_units, encoder_layers, stack, predictor: the model.
       augment: "default" (AUGMENT_DEFAULT), "none", a SpecAugment policy
         name (LB, LD, SM, SS) or a dict of SpecAugment arguments.
