@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Saves docs/spec_augment.png: a bundled LibriVox clip before and after SpecAugment.
+"""Saves docs/img/spec_augment.png: a LibriVox clip before and after SpecAugment.
 
 The 80-mel log spectrogram of the shortest bundled LibriVox clip, then the
 same with each of the paper's policies (LB, LD, SM, SS), seed 0.
@@ -42,7 +42,9 @@ def main():
         ax.set_ylabel("mel bin")
     axes[-1].set_xlabel("frame (10 ms)")
     fig.tight_layout()
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spec_augment.png")
+    out = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "img", "spec_augment.png"
+    )
     fig.savefig(out, dpi=60)
     print(f"saved {out}")
 
