@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CC_FILES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
 PYTEST_WORKERS ?= 2
 
-.PHONY: bazel-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check
+.PHONY: docs bazel-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -97,6 +97,14 @@ bazel-test: | $(STAMP)
 	$(BAZEL_ENV) $(BAZEL) test //tests/cc/...
 	TF_TRANSDUCER_OPS_LIBRARY=$(CURDIR)/$(BAZEL_LIB) \
 	  $(PY) -m pytest -n $(PYTEST_WORKERS) tests/ops tests/test_losses.py tests/test_pruned_loss.py
+
+# The documentation site (docs/, mkdocs.yml; the API reference from the
+# docstrings, read without importing TensorFlow) built with warnings as
+# errors into a temporary folder, removed after: nothing is left in the tree.
+# To read it: .venv/bin/mkdocs serve, or mkdocs build (into site/, ignored).
+docs: | $(STAMP)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$tmp"
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .
