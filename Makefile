@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CC_FILES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
 PYTEST_WORKERS ?= 2
 
-.PHONY: docs bazel-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check
+.PHONY: docs bazel-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -105,6 +105,16 @@ bazel-test: | $(STAMP)
 docs: | $(STAMP)
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$tmp"
+
+# The notebooks (notebooks/*.ipynb): first checked to hold no outputs, then
+# each executed top to bottom in a fresh kernel of .venv's Python, in a
+# scratch folder removed afterwards (nothing is left in the tree); a cell
+# that raises, or a notebook over --timeout seconds, fails the target.
+# NOTEBOOK_FLAGS="--output_dir DIR" keeps the executed copies, plots included.
+NOTEBOOK_FLAGS ?=
+notebooks: build
+	$(PY) notebooks/run_notebooks.py --check-stripped
+	$(PY) notebooks/run_notebooks.py --timeout 300 $(NOTEBOOK_FLAGS)
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .
