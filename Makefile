@@ -6,15 +6,21 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CC_FILES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
+CC_TEST_FILES := $(wildcard tests/cc/*.cc)
 PYTEST_WORKERS ?= 2
+# The TensorFlow the library is compiled against (and pinned to: its ABI).
+TF_VERSION := 2.21.0
+# Everything but kenlm ([lm], compiled on install): its tests use the pure
+# Python ARPA reader when kenlm is missing.
+DEV_EXTRAS := data,export,train,test,docs,notebooks,package
 
-.PHONY: docs bazel-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
+.PHONY: docs bazel-test package-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(PY) -m pip install --quiet "tensorflow==2.21.0"
-	$(PY) -m pip install --quiet --no-build-isolation -e ".[test]"
+	$(PY) -m pip install --quiet "tensorflow==$(TF_VERSION)"
+	$(PY) -m pip install --quiet --no-build-isolation -e ".[$(DEV_EXTRAS)]"
 	touch $@
 
 # Recompiles only what changed (object files are kept under build/).
@@ -81,6 +87,12 @@ gpu-check: $(GPU_HARNESS)
 	else echo "torch/torchaudio not found: timing ours only"; \
 	  $(GPU_HARNESS) bench; fi
 
+# The source archive and a manylinux wheel under dist/ (the wheel built from
+# the unpacked archive, as an index would), each installed into a clean venv
+# with only TensorFlow and checked from another folder: .ci/package_test.
+package-test: | $(STAMP)
+	bash .ci/package_test $(CURDIR)/$(PY)
+
 # The same library built by Bazel (docs/guides/bazel.md): Debian's
 # bazel-bootstrap is installed when no `bazel` is on the PATH; then //... is
 # built, the C++ unit tests run under Bazel, and the op tests run against
@@ -119,11 +131,11 @@ notebooks: build
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/clang-format --dry-run --Werror $(CC_FILES)
+	$(VENV)/bin/clang-format --dry-run --Werror $(CC_FILES) $(CC_TEST_FILES)
 
 format: | $(STAMP)
 	$(VENV)/bin/ruff format .
-	$(VENV)/bin/clang-format -i $(CC_FILES)
+	$(VENV)/bin/clang-format -i $(CC_FILES) $(CC_TEST_FILES)
 
 clean:
-	rm -rf build build-cuda tf_transducer/_ops.so
+	rm -rf build build-cuda dist tf_transducer/_ops.so
