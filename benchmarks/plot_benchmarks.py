@@ -93,22 +93,41 @@ def _grouped_bars(ax, groups, series, values, log=False):
         ax.set_yscale("log")
 
 
+def _panel(ax, groups, series, values, title, xlabel, ylabel, log=False, legend_size=8):
+    """Grouped bars with their title, named axes and legend."""
+    _grouped_bars(ax, groups, series, values, log=log)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=legend_size)
+
+
 def plot_rnnt(plt, d, out):
     shapes = list(dict.fromkeys(r[0] for r in d["rnnt"]))
     names = list(dict.fromkeys(r[1] for r in d["rnnt"]))
     time = {(r[0], r[1]): r[2] for r in d["rnnt"]}
     memory = {(r[0], r[1]): r[2] for r in d["rss"]}
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    _grouped_bars(left, shapes, names, time, log=True)
-    left.set_title("RNN-T loss, forward + backward (2 CPU threads)", fontsize=10)
-    left.set_xlabel("(B, T, U, V), float32 logits")
-    left.set_ylabel("time per step (ms, log scale)")
-    left.legend(fontsize=8)
-    _grouped_bars(right, shapes, names, memory)
-    right.set_title("Peak memory of one step", fontsize=10)
-    right.set_xlabel("(B, T, U, V), float32 logits")
-    right.set_ylabel("peak RSS above the logits (x logits' size)")
-    right.legend(fontsize=8)
+    axis = "(B, T, U, V), float32 logits"
+    _panel(
+        left,
+        shapes,
+        names,
+        time,
+        "RNN-T loss, forward + backward (2 CPU threads)",
+        axis,
+        "time per step (ms, log scale)",
+        log=True,
+    )
+    _panel(
+        right,
+        shapes,
+        names,
+        memory,
+        "Peak memory of one step",
+        axis,
+        "peak RSS above the logits (x logits' size)",
+    )
     return _save(plt, fig, out, "rnnt_loss.png")
 
 
@@ -122,13 +141,16 @@ def plot_mi(plt, d, out):
     shapes = list(dict.fromkeys(r[1] for r in rows))
     values = {(r[1], f"{r[0]}, {r[2]} thread{'s' * (r[2] > 1)}"): r[3] for r in rows}
     fig, ax = plt.subplots(figsize=(9, 4))
-    _grouped_bars(ax, shapes, labels, values, log=True)
-    ax.set_title(
-        "Mutual-information recursion with its gradient (float32)", fontsize=10
+    _panel(
+        ax,
+        shapes,
+        labels,
+        values,
+        "Mutual-information recursion with its gradient (float32)",
+        "(B, S, T)",
+        "time per forward + backward (ms, log scale)",
+        log=True,
     )
-    ax.set_xlabel("(B, S, T)")
-    ax.set_ylabel("time per forward + backward (ms, log scale)")
-    ax.legend(fontsize=8)
     return _save(plt, fig, out, "mutual_information.png")
 
 
@@ -138,16 +160,26 @@ def plot_half(plt, d, out):
     time = {(r[0], f"{r[1]}, {r[2]}"): r[3] for r in d["half"]}
     memory = {(r[0], f"{r[1]}, {r[2]}"): r[4] for r in d["half"]}
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    _grouped_bars(left, shapes, names, time)
-    left.set_title("rnnt_loss on 16-bit logits, forward + backward", fontsize=10)
-    left.set_xlabel("(B, T, U, V)")
-    left.set_ylabel("time per step (ms)")
-    left.legend(fontsize=7)
-    _grouped_bars(right, shapes, names, memory)
-    right.set_title("Peak memory of one step", fontsize=10)
-    right.set_xlabel("(B, T, U, V)")
-    right.set_ylabel("peak RSS above the logits (x 16-bit logits' size)")
-    right.legend(fontsize=7)
+    _panel(
+        left,
+        shapes,
+        names,
+        time,
+        "rnnt_loss on 16-bit logits, forward + backward",
+        "(B, T, U, V)",
+        "time per step (ms)",
+        legend_size=7,
+    )
+    _panel(
+        right,
+        shapes,
+        names,
+        memory,
+        "Peak memory of one step",
+        "(B, T, U, V)",
+        "peak RSS above the logits (x 16-bit logits' size)",
+        legend_size=7,
+    )
     return _save(plt, fig, out, "half_logits.png")
 
 

@@ -186,21 +186,15 @@ def run_python(block):
     page = _page(block.path)
     if page.failed:
         pytest.fail(f"an earlier block of this page failed: {page.failed}")
-    earlier = _python_blocks(block.path)[page.done : block.index]
-    for previous in earlier:  # when this block runs without the ones before
-        if not previous.not_executed:
+    # The blocks before this one first, when it runs without them (-k).
+    for each in [*_python_blocks(block.path)[page.done : block.index], block]:
+        if not each.not_executed:
             try:
-                _exec(previous, page)
+                _exec(each, page)
             except BaseException:
-                page.failed = previous.name
+                page.failed = each.name
                 raise
-        page.done = previous.index + 1
-    try:
-        _exec(block, page)
-    except BaseException:
-        page.failed = block.name
-        raise
-    page.done = block.index + 1
+        page.done = each.index + 1
 
 
 # Bash blocks -----------------------------------------------------------------

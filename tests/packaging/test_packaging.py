@@ -131,3 +131,23 @@ def test_every_source_file_carries_its_licence():
         not in "".join(open(path).readlines()[:3])
     ]
     assert not unlicensed, unlicensed
+
+
+def _list_assignment(path, name):
+    """The literal list assigned to `name` in a Python or Starlark file."""
+    import ast
+
+    for node in ast.parse(open(os.path.join(ROOT, path)).read()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{path} assigns no {name}")
+
+
+def test_bazel_compiles_with_setup_py_flags():
+    # Bazel cannot read setup.py, so the two lists are kept equal here.
+    assert _list_assignment("BUILD.bazel", "OPT_COPTS") == _list_assignment(
+        "setup.py", "OPT_FLAGS"
+    )
+    assert _list_assignment("BUILD.bazel", "NVCC_FLAGS") == _list_assignment(
+        "setup.py", "NVCC_FLAGS"
+    )
