@@ -18,11 +18,19 @@ def power_spectrum(audio, frame_length, step, fft_length):
     return np.abs(spectrum) ** 2
 
 
-def log_mel(audio, mel_matrix, frame_length, step, fft_length, offset):
+def energy_floor(power, dynamic_range_db):
+    """[T, 1]: each frame's energy 10^(-dynamic_range_db / 10) below it (or 0)."""
+    if dynamic_range_db is None:
+        return np.zeros((len(power), 1))
+    return power.sum(axis=1, keepdims=True) * 10.0 ** (-dynamic_range_db / 10.0)
+
+
+def log_mel(audio, mel_matrix, frame_length, step, fft_length, offset,
+            dynamic_range_db=60.0):  # fmt: skip
     power = power_spectrum(
         np.asarray(audio, np.float64), frame_length, step, fft_length
     )
-    return np.log(power @ mel_matrix + offset)
+    return np.log(power @ mel_matrix + offset + energy_floor(power, dynamic_range_db))
 
 
 def tf_mfcc_filterbank(num_bins, rate, channels, lower, upper):
@@ -56,12 +64,13 @@ def tf_mfcc_filterbank(num_bins, rate, channels, lower, upper):
 
 
 def mfcc(audio, rate=16000, frame_length=512, step=320, channels=40, n_out=26,
-         lower=20.0, upper=8000.0):  # fmt: skip
+         lower=20.0, upper=8000.0, dynamic_range_db=60.0):  # fmt: skip
     power = power_spectrum(np.asarray(audio, np.float64), frame_length, step, 512)
     bank = np.sqrt(power) @ tf_mfcc_filterbank(
         power.shape[1], rate, channels, lower, upper
     )
-    logs = np.log(np.maximum(bank, 1e-12))
+    floor = np.sqrt(energy_floor(power, dynamic_range_db))
+    logs = np.log(np.maximum(bank, np.maximum(floor, 1e-12)))
     dct = np.array(
         [
             [math.sqrt(2 / channels) * math.cos(math.pi / channels * (j + 0.5) * i)

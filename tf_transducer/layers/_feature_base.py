@@ -17,7 +17,13 @@ class SpectralLayer(ListLengths, keras.layers.Layer):
     """
 
     def __init__(
-        self, sample_rate, frame_length_ms, frame_step_ms, fft_length, **kwargs
+        self,
+        sample_rate,
+        frame_length_ms,
+        frame_step_ms,
+        fft_length,
+        dynamic_range_db=60.0,
+        **kwargs,
     ):
         # Float32 only: features are computed in float32 under any
         # mixed-precision policy (the model casts them afterwards).
@@ -41,6 +47,9 @@ class SpectralLayer(ListLengths, keras.layers.Layer):
                 f"fft_length must be an int >= the window ({self.frame_length} "
                 f"samples), got {fft_length!r}"
             )
+        if dynamic_range_db is not None:
+            check_positive("dynamic_range_db", dynamic_range_db)
+        self.dynamic_range_db = dynamic_range_db
         self.sample_rate = sample_rate
         self.frame_length_ms = frame_length_ms
         self.frame_step_ms = frame_step_ms
@@ -68,9 +77,23 @@ class SpectralLayer(ListLengths, keras.layers.Layer):
         )
         return power, frames
 
+    def _energy_floor(self, power):
+        """[B, T, 1]: each frame's spectral energy (sum_k power[k]) scaled by
+        10^(-dynamic_range_db / 10); 0 when dynamic_range_db is None.
+
+        float32 FFTs (TF's, TFLite's) round every bin with an error of about
+        1e-7 of the frame's amplitude, so bands far below the frame's energy
+        hold implementation-dependent noise; the layers floor them here.
+        """
+        if self.dynamic_range_db is None:
+            return tf.zeros_like(power[..., :1])
+        scale = 10.0 ** (-self.dynamic_range_db / 10.0)
+        return scale * tf.reduce_sum(power, axis=-1, keepdims=True)
+
     def get_config(self):
         config = super().get_config()
         config.update(
+            dynamic_range_db=self.dynamic_range_db,
             sample_rate=self.sample_rate,
             frame_length_ms=self.frame_length_ms,
             frame_step_ms=self.frame_step_ms,

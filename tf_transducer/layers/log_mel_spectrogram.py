@@ -18,10 +18,19 @@ class LogMelSpectrogram(SpectralLayer):
     a signal of n samples has 1 + (n - frame) // step frames, or none):
 
         power[k] = |RFFT_fft_length(hann_periodic * frame)[k]|^2
-        features[m] = log(sum_k power[k] mel[k, m] + log_offset)
+        floor = sum_k power[k] * 10^(-dynamic_range_db / 10)
+        features[m] = log(sum_k power[k] mel[k, m] + log_offset + floor)
 
     with HTK triangular mel filters evenly spaced in mel over [f_min, f_max]
     (`tf.signal.linear_to_mel_weight_matrix`'s construction).
+
+    The floor relative to the frame's energy is what makes the Keras layer
+    and its TFLite program agree (within 1e-4, typically 3e-5) on any
+    16-bit recording: bands more than ~60 dB below their frame hold only
+    float32 FFT rounding noise, which differs between TF's and TFLite's
+    FFTs (up to 1e-3 in the log without the floor: band-limited, clipped
+    or DC-offset audio). `dynamic_range_db=None` drops it (log(mel +
+    log_offset) exactly, as `tf.signal` examples compute).
 
     Args:
       sample_rate: Hz of the input audio.
@@ -29,7 +38,9 @@ class LogMelSpectrogram(SpectralLayer):
       fft_length: FFT size; default the next power of two >= the window.
       n_mels: mel bands.
       f_min, f_max: band edges in Hz (f_max default: sample_rate / 2).
-      log_offset: added before the log.
+      log_offset: added before the log (what digital silence gives).
+      dynamic_range_db: bands are floored at this many dB below their
+        frame's spectral energy (None: no floor).
 
     Call arguments:
       audio: float [B, N], padded.
@@ -56,10 +67,16 @@ class LogMelSpectrogram(SpectralLayer):
         f_min=0.0,
         f_max=None,
         log_offset=1e-6,
+        dynamic_range_db=60.0,
         **kwargs,
     ):
         super().__init__(
-            sample_rate, frame_length_ms, frame_step_ms, fft_length, **kwargs
+            sample_rate,
+            frame_length_ms,
+            frame_step_ms,
+            fft_length,
+            dynamic_range_db,
+            **kwargs,
         )
         check_positive("n_mels", n_mels, int)
         check_positive("log_offset", log_offset)
@@ -74,7 +91,7 @@ class LogMelSpectrogram(SpectralLayer):
     def call(self, audio, lengths=None):
         power, frames = self._power_spectrum(audio, lengths)
         mel = tf.matmul(power, tf.constant(self._mel))
-        features = tf.math.log(mel + self.log_offset)
+        features = tf.math.log(mel + self.log_offset + self._energy_floor(power))
         return _dsp.zero_after(features, frames), frames
 
     def get_config(self):
