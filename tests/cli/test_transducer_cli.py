@@ -95,9 +95,17 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
     assert result.returncode == 1
     assert "--audio_sample_rate=16000 contradicts" in result.stderr
     assert "which says 8000" in result.stderr
-    result = ok(run("export", export_dir=export_dir, checkpoint_dir=run_dir))
-    assert (export_dir / "encoder.quant.tflite").is_file()
-    assert '"sample_rate": 8000' in (export_dir / "export.json").read_text()
+    result = ok(
+        run(
+            "export",
+            export_dir=export_dir,
+            checkpoint_dir=run_dir,
+            quantization="int8",  # calibrated on the run's own training manifest
+            calibration_utterances=20,
+        )
+    )
+    meta = (export_dir / "export.json").read_text()
+    assert '"sample_rate": 8000' in meta and '"quantization": "int8"' in meta
     assert len(result.stdout.splitlines()) <= 12, result.stdout
     assert len(result.stderr.splitlines()) <= 8, result.stderr[-3000:]  # TF: CUDA
 

@@ -20,12 +20,7 @@ from tf_transducer.models import DeepSpeech, Transducer
 ALPHABET = CharacterAlphabet.english()
 
 
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    root = tmp_path_factory.mktemp("exports")
-    deepspeech = DeepSpeech(num_classes=ALPHABET.vocab_size, n_hidden=8)
-    deepspeech.build()
-    export_deepspeech(deepspeech, str(root / "deepspeech"), ALPHABET)
+def small_transducer():
     transducer = Transducer(
         ALPHABET.vocab_size,
         feature_dim=20,
@@ -35,8 +30,17 @@ def exports(tmp_path_factory):
         embedding_dim=4,
     )
     transducer.build()
+    return transducer
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    root = tmp_path_factory.mktemp("exports")
+    deepspeech = DeepSpeech(num_classes=ALPHABET.vocab_size, n_hidden=8)
+    deepspeech.build()
+    export_deepspeech(deepspeech, str(root / "deepspeech"), ALPHABET)
     export_transducer(
-        transducer,
+        small_transducer(),
         str(root / "transducer"),
         ALPHABET,
         LogMelSpectrogram(sample_rate=8000, n_mels=20),
@@ -101,3 +105,56 @@ def test_runners_refuse_each_others_exports_and_bad_text_encoders(exports, tmp_p
         TransducerStream(str(folder))
     stream = TransducerStream(str(exports / "transducer"))
     assert isinstance(stream.transcribe(np.zeros(4000, np.float32)), str)
+
+
+@pytest.mark.parametrize("kind", ["deepspeech", "transducer"])
+def test_runners_name_bad_audio(exports, kind):
+    stream = (DeepSpeechStream if kind == "deepspeech" else TransducerStream)(
+        str(exports / kind)
+    )
+    rate = stream.sample_rate
+    rng = np.random.default_rng(0)
+    audio = (0.1 * rng.standard_normal(rate)).astype(np.float32)
+    cases = [
+        (np.zeros(0, np.float32), {}, "audio is empty"),
+        (np.stack([audio, audio], 1), {}, r"mono, shape \[N\]; got shape .* stereo"),
+        (audio[None, None], {}, r"mono, shape \[N\]; got shape \(1, 1, "),
+        (audio.astype(np.int32), {}, "float samples in .* got dtype int32"),
+        (np.full(rate, np.nan, np.float32), {}, "NaN or inf"),
+        (audio, {"sample_rate": 2 * rate}, f"at {2 * rate} Hz, the export takes"),
+    ]
+    for signal, keywords, message in cases:
+        with pytest.raises(ValueError, match=message):
+            stream.transcribe(signal, **keywords)
+    # int16 is a documented conversion: the same samples scaled by 1 / 32768.
+    pcm = np.round(audio * 32767).astype(np.int16)
+    want = stream.transcribe(pcm.astype(np.float32) / 32768, sample_rate=rate)
+    got = stream.transcribe(pcm)
+    if kind == "deepspeech":  # (transcript, logits)
+        np.testing.assert_array_equal(got[1], want[1])
+        got, want = got[0], want[0]
+    assert got == want
+
+
+def test_quantisation_modes_are_checked(exports, tmp_path):
+    with pytest.raises(ValueError, match="quantization must be one of"):
+        TransducerStream(str(exports / "transducer"), quantization="int4")
+    with pytest.raises(ValueError, match="holds float programs, not dynamic ones"):
+        DeepSpeechStream(str(exports / "deepspeech"), quantization="dynamic")
+    folder = broken(exports, tmp_path, "transducer")
+    meta = json.loads((folder / "export.json").read_text())
+    (folder / "export.json").write_text(json.dumps(dict(meta, quantization="int3")))
+    with pytest.raises(ValueError, match="export.json: unknown quantization 'int3'"):
+        TransducerStream(str(folder))
+
+
+def test_int8_exports_need_calibration_audio(exports, tmp_path):
+    transducer = small_transducer()
+    features = LogMelSpectrogram(sample_rate=8000, n_mels=20)
+    with pytest.raises(ValueError, match="calibration_audio is needed with"):
+        export_transducer(transducer, str(tmp_path / "t"), ALPHABET, features,
+                          quantization="int8")  # fmt: skip
+    with pytest.raises(ValueError, match="calibration data is empty"):
+        export_transducer(transducer, str(tmp_path / "t"), ALPHABET, features,
+                          quantization="int8", calibration_audio=[])  # fmt: skip
+    assert not (tmp_path / "t").exists()  # nothing half-written

@@ -56,14 +56,19 @@ def test_overfits_a_real_clip(overfit):
     assert got == transcript, f"after {steps} steps: {got!r}"
 
 
-def test_its_tflite_export_transcribes_it_too(overfit, tmp_path):
+@pytest.mark.parametrize("mode", ["float", "dynamic", "int8"])
+def test_its_tflite_export_transcribes_it_too(overfit, tmp_path, mode):
     model, _, transcript, _, audio = overfit
-    sizes = export_deepspeech(model, str(tmp_path / "export"), ALPHABET)
-    assert sizes["acoustic.quant.tflite"] < 0.5 * sizes["acoustic.tflite"]
-    for quantized in (False, True):
-        stream = DeepSpeechStream(str(tmp_path / "export"), quantized=quantized)
-        text, _ = stream.transcribe(audio)
-        assert text == transcript, f"quantized={quantized}: {text!r}"
+    calibration = [audio] if mode == "int8" else None
+    folder = str(tmp_path / mode)
+    sizes = export_deepspeech(
+        model, folder, ALPHABET, quantization=mode, calibration_audio=calibration
+    )
+    stream = DeepSpeechStream(folder, quantization=mode)
+    text, _ = stream.transcribe(audio)
+    assert text == transcript, f"{mode}: {text!r}"
+    if mode != "float":  # int8 weights (+ int32 biases, scales): < half of float32
+        assert sizes["acoustic.tflite"] < 0.5 * 4 * model.count_params()
 
 
 def offline_logits(model, audio):

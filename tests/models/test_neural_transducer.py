@@ -185,32 +185,40 @@ def test_tflite_step_equals_keras(trained, tmp_path):
     from tf_transducer.export import NeuralTransducerStream, export_neural_transducer
 
     model, _ = trained
-    sizes = export_neural_transducer(model.transducer, str(tmp_path / "nt"), 16)
-    assert set(sizes) == {
-        "start.tflite",
-        "start.quant.tflite",
-        "step.tflite",
-        "step.quant.tflite",
-    }
     x, _, texts = copy_task(16, 4)
     x = (x[0], np.array([16, 15, 11, 6] * 4, np.int32))
     want = model.recognize(x)
     encoded = model(x)["encoder"].numpy()
-    stream = NeuralTransducerStream(str(tmp_path / "nt"))
-    quantized = NeuralTransducerStream(str(tmp_path / "nt"), quantized=True)
-    agree = 0
-    for b in range(16):
-        n = int(x[1][b])
+    lengths = [int(n) for n in x[1]]
+    calibration = [encoded[b, :n] for b, n in enumerate(lengths)]
+    streams = {}
+    for mode in ("float", "dynamic", "int8"):
+        sizes = export_neural_transducer(
+            model.transducer,
+            str(tmp_path / mode),
+            16,
+            quantization=mode,
+            calibration_frames=calibration if mode == "int8" else None,
+        )
+        assert set(sizes) == {"start.tflite", "step.tflite"}
+        streams[mode] = NeuralTransducerStream(str(tmp_path / mode))
+        assert streams[mode].quantization == mode
+    agree = {"dynamic": 0, "int8": 0}
+    for b, n in enumerate(lengths):
+        stream = streams["float"]
         stream.reset()
         got = (
             stream.feed(encoded[b, :5]) + stream.feed(encoded[b, 5:n]) + stream.finish()
         )
         assert got == want[b] == stream.labels
-        quantized.reset()
-        quantized.feed(encoded[b, :n])
-        quantized.finish()
-        agree += quantized.labels == want[b]
-    assert agree >= 12  # int8 weights may flip a few
+        for mode in agree:
+            streams[mode].reset()
+            streams[mode].feed(encoded[b, :n])
+            streams[mode].finish()
+            agree[mode] += streams[mode].labels == want[b]
+    assert agree["dynamic"] >= 12 and agree["int8"] >= 12, agree  # a few may flip
+    with pytest.raises(ValueError, match="frames must be"):
+        streams["float"].feed(np.zeros([3, 7], np.float32))
     with pytest.raises(FileNotFoundError, match="is not a Neural Transducer export"):
         NeuralTransducerStream(str(tmp_path))
     (tmp_path / "export.json").write_text('{"model": "tf_transducer.Transducer"}')

@@ -7,7 +7,8 @@ What runs depends on the flags given, in this order (as in DeepSpeech):
                            best weights in --checkpoint_dir; an interrupted
                            run resumes where it stopped when started again;
   --test_files             WER / CER of the best checkpoint, with examples;
-  --export_dir             streaming TFLite programs (float and quantised);
+  --export_dir             streaming TFLite programs (float, or quantised
+                           with --export_quantization dynamic | int8);
   --one_shot_infer WAV     the transcript of one file: with the checkpoint
                            model, or with the TFLite export in --export_dir
                            when no --checkpoint_dir is given.
@@ -103,7 +104,21 @@ flag_group("export and inference")
 define("string", "export_dir", "", "Where to write the streaming TFLite programs.")
 define("bool", "export_tflite", True, "Export TFLite programs (the only format).")
 define("integer", "n_steps", 16, "Frames per streaming step of the export.")
-define("bool", "export_quantized", False, "Transcribe with the quantised export.")
+define(
+    "enum",
+    "export_quantization",
+    "float",
+    ["float", "dynamic", "int8"],
+    "Export float programs, int8 weights (dynamic) or full integer (int8, "
+    "calibrated on --calibration_utterances of --train_files).",
+)
+define(
+    "integer",
+    "calibration_utterances",
+    200,
+    "--export_quantization int8: training utterances to calibrate on.",
+    lower_bound=1,
+)
 define("string", "one_shot_infer", "", "A WAV file to transcribe.")
 define(
     "string", "lm_binary_path", "", "KenLM model (or ARPA file) for the beam search."
@@ -252,7 +267,28 @@ def export():
     from tf_transducer.export import export_deepspeech
 
     model, alphabet = load_checkpoint()
-    sizes = export_deepspeech(model, FLAGS.export_dir, alphabet, FLAGS.n_steps)
+    calibration = None
+    if FLAGS.export_quantization == "int8":
+        from tf_transducer.data import calibration_audio
+
+        if not FLAGS.train_files:
+            raise CliError(
+                "--export_quantization int8 calibrates on training audio: give "
+                "--train_files"
+            )
+        calibration = calibration_audio(
+            manifest_paths(FLAGS.train_files, "train_files"),
+            model.sample_rate,
+            FLAGS.calibration_utterances,
+        )
+    sizes = export_deepspeech(
+        model,
+        FLAGS.export_dir,
+        alphabet,
+        FLAGS.n_steps,
+        quantization=FLAGS.export_quantization,
+        calibration_audio=calibration,
+    )
     for name, size in sizes.items():
         print(f"exported {os.path.join(FLAGS.export_dir, name)} ({size / 1e6:.1f} MB)")
 
@@ -273,7 +309,7 @@ def transcribe():
     elif FLAGS.export_dir:
         from tf_transducer.export import DeepSpeechStream
 
-        stream = DeepSpeechStream(FLAGS.export_dir, quantized=FLAGS.export_quantized)
+        stream = DeepSpeechStream(FLAGS.export_dir)
         if FLAGS["audio_sample_rate"].present and (
             FLAGS.audio_sample_rate != stream.sample_rate
         ):

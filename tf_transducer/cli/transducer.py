@@ -4,7 +4,8 @@
   T="python -m tf_transducer.cli.transducer"
   $T train --train_files a.csv --dev_files b.csv --checkpoint_dir runs/t
   $T evaluate --test_files c.csv --checkpoint_dir runs/t
-  $T export --checkpoint_dir runs/t --export_dir runs/t/tflite
+  $T export --checkpoint_dir runs/t --export_dir runs/t/tflite \\
+     [--quantization dynamic | int8]
   $T transcribe --export_dir runs/t/tflite --wav x.wav
 
 Flags and conventions follow the DeepSpeech command line (manifests,
@@ -85,7 +86,23 @@ define(
 )
 define("float", "lm_alpha", 0.75, "Language model weight.")
 define("float", "lm_beta", 1.85, "Word insertion bonus.")
-define("bool", "export_quantized", False, "transcribe with the quantised programs.")
+flag_group("export")
+define(
+    "enum",
+    "quantization",
+    "float",
+    ["float", "dynamic", "int8"],
+    "export: float programs, int8 weights (dynamic) or full integer (int8, "
+    "calibrated on training audio); transcribe uses what the export holds.",
+)
+define(
+    "integer",
+    "calibration_utterances",
+    200,
+    "export --quantization int8: training utterances (from --train_files, or "
+    "the run's own) to calibrate on.",
+    lower_bound=1,
+)
 
 
 def saved_features(checkpoint_dir):
@@ -98,6 +115,32 @@ def saved_features(checkpoint_dir):
     check_flag_against("audio_sample_rate", features["sample_rate"], path)
     check_flag_against("n_mels", features["n_mels"], path)
     return features
+
+
+def training_manifests():
+    """--train_files, or the manifests the run in --checkpoint_dir trained on."""
+    import json
+
+    from tf_transducer.training.run_dir import RUN_FILE
+
+    if FLAGS.train_files:
+        return manifest_paths(FLAGS.train_files, "train_files")
+    path = os.path.join(FLAGS.checkpoint_dir, RUN_FILE)
+    try:
+        with open(path) as f:
+            files = json.load(f)["config"]["data"]["train_files"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CliError(
+            f"--quantization int8 calibrates on training audio: {path} does not "
+            f"name it ({error}); give --train_files"
+        ) from None
+    missing = [p for p in files if not os.path.isfile(p)]
+    if missing or not files:
+        raise CliError(
+            f"--quantization int8 calibrates on training audio: the manifests "
+            f"{path} names ({missing or files}) do not exist; give --train_files"
+        )
+    return files
 
 
 def check_flag_against(flag, saved, source):
@@ -172,7 +215,21 @@ def main(argv):
                 raise CliError("--export_dir is needed to export")
             model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)
             features = tt.LogMelSpectrogram(**saved_features(FLAGS.checkpoint_dir))
-            sizes = export_transducer(model, FLAGS.export_dir, encoder, features)
+            calibration = None
+            if FLAGS.quantization == "int8":
+                calibration = tt.data.calibration_audio(
+                    training_manifests(),
+                    features.sample_rate,
+                    FLAGS.calibration_utterances,
+                )
+            sizes = export_transducer(
+                model,
+                FLAGS.export_dir,
+                encoder,
+                features,
+                quantization=FLAGS.quantization,
+                calibration_audio=calibration,
+            )
             for name, size in sizes.items():
                 print(
                     f"exported {os.path.join(FLAGS.export_dir, name)} "
@@ -183,9 +240,7 @@ def main(argv):
 
             if not FLAGS.wav:
                 raise CliError("--wav is needed to transcribe")
-            stream = TransducerStream(
-                FLAGS.export_dir, quantized=FLAGS.export_quantized
-            )
+            stream = TransducerStream(FLAGS.export_dir)
             check_flag_against(
                 "audio_sample_rate",
                 stream.sample_rate,

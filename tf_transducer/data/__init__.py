@@ -8,6 +8,7 @@ from tf_transducer.data.audio import (
     probe,
     read_audio,
 )
+from tf_transducer.data.calibration import calibration_audio
 from tf_transducer.data.manifest import Utterance, read_manifest
 from tf_transducer.data.pipeline import SpeechDataset
 from tf_transducer.data.resample import resample
@@ -28,6 +29,7 @@ __all__ = [
     "SpeechDataset",
     "SubwordEncoder",
     "Utterance",
+    "calibration_audio",
     "load_audio",
     "load_text_encoder",
     "probe",

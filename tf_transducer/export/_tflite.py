@@ -7,31 +7,53 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 
 import numpy as np
 import tensorflow as tf
 
 from tf_transducer._optional import require
 
+QUANTIZATIONS = ("float", "dynamic", "int8")
 
-def convert(function, owner, quantize=False):
-    """TFLite flatbuffer bytes of a tf.function, TFLITE_BUILTINS only.
 
-    The function (with an input_signature) is saved with `owner` (what holds
-    its variables) as a SavedModel signature first, which freezes every
-    variable into the TFLite file; the signature's input and output names
-    are kept.
+def check_quantization(quantization):
+    """ "float" for None, else the mode after checking it is one of QUANTIZATIONS."""
+    quantization = "float" if quantization is None else quantization
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(
+            f"quantization must be one of {list(QUANTIZATIONS)} (or None: float), "
+            f"got {quantization!r}"
+        )
+    return quantization
+
+
+def convert(function, owner, quantization="float", representative=None):
+    """TFLite flatbuffer bytes of a tf.function, TFLite built-in ops only.
+
+    The function (with an input_signature) is frozen (its variables become
+    constants) and saved as a SavedModel signature first, which keeps its
+    input and output names.
 
     Args:
       function: a `tf.function` with an input_signature, returning a dict.
       owner: the Keras layer / model / tf.Module whose variables it reads.
-      quantize: dynamic-range quantisation (int8 weights, float activations).
+      quantization: "float"; "dynamic" (int8 weights, per channel where the
+        converter allows, float activations); or "int8" (full integer:
+        int8 weights and activations calibrated on `representative`, int8
+        built-in kernels only; the inputs and outputs stay float and are
+        quantised at the program's edges).
+      representative: for "int8", a list of {input name: array} dicts, the
+        inputs the program sees in use.
     """
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
     )
 
     del owner  # the concrete function captures the variables it reads
+    quantization = check_quantization(quantization)
+    if quantization == "int8" and not representative:
+        raise ValueError("int8 quantisation needs representative inputs, got none")
     concrete = function.get_concrete_function()
     frozen = convert_variables_to_constants_v2(concrete)
     names = sorted(concrete.structured_outputs)
@@ -52,9 +74,118 @@ def convert(function, owner, quantize=False):
         tf.saved_model.save(tf.Module(), saved, signatures=signatures)
         converter = tf.lite.TFLiteConverter.from_saved_model(saved)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        if quantize:
+        if quantization != "float":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        return converter.convert()
+        if quantization == "int8":
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            converter.representative_dataset = tf.lite.RepresentativeDataset(
+                lambda: iter(representative)
+            )
+        with warnings.catch_warnings():
+            # The converter's own calibrator still runs tf.lite.Interpreter.
+            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is")
+            return converter.convert()
+
+
+class Recorder:
+    """Wraps a program; keeps (a copy of) the inputs of every call."""
+
+    def __init__(self, program):
+        self.program = program
+        self.inputs = []
+
+    def __call__(self, **inputs):
+        self.inputs.append(
+            {k: np.array(v, self.program.dtypes[k]) for k, v in inputs.items()}
+        )
+        return self.program(**inputs)
+
+
+def record_inputs(stream, names, run, items, limit=1000):
+    """The inputs a runner gives its programs `names` on `items`.
+
+    Each program of `stream.programs` named in `names` is wrapped in a
+    Recorder, `run(stream, item)` is called for every item, and at most
+    `limit` recorded calls per program (evenly spread) are returned as
+    {name: [{input name: array}]}: an int8 calibration set drawn from the
+    inputs the program meets in use (states and all).
+    """
+    recorders = {name: Recorder(stream.programs[name]) for name in names}
+    stream.programs.update(recorders)
+    count = 0
+    for item in items:
+        run(stream, item)
+        count += 1
+    if not count:
+        raise ValueError(
+            "calibration data is empty: int8 quantisation needs representative "
+            "inputs (a few hundred utterances)"
+        )
+    recorded = {}
+    for name, recorder in recorders.items():
+        calls = recorder.inputs
+        keep = np.linspace(0, len(calls) - 1, min(limit, len(calls))).astype(int)
+        recorded[name] = [calls[i] for i in sorted(set(keep))]
+    return recorded
+
+
+def write_files(folder, files):
+    """Writes {file name: bytes} into folder."""
+    for name, data in files.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+
+
+def check_audio(audio, sample_rate=None, expected_rate=None, allow_empty=True):
+    """Mono float32 samples [N] for a runner, or a ValueError naming the problem.
+
+    int16 samples are scaled to [-1, 1) (divided by 32768); other integer
+    types, more than one channel, NaN / inf, and a sample_rate other than
+    the export's are errors.
+    """
+    audio = np.asarray(audio)
+    if audio.dtype == np.int16:
+        audio = audio.astype(np.float32) / 32768.0
+    elif not np.issubdtype(audio.dtype, np.floating):
+        raise ValueError(
+            f"audio must be float samples in [-1, 1] (or int16), got dtype "
+            f"{audio.dtype}"
+        )
+    if audio.ndim == 2 and audio.shape[1] in (1, 2) and audio.shape[0] > 2:
+        raise ValueError(
+            f"audio must be mono, shape [N]; got shape {audio.shape} (a stereo "
+            "signal? average the channels: audio.mean(axis=1))"
+        )
+    if audio.ndim != 1:
+        raise ValueError(f"audio must be mono, shape [N]; got shape {audio.shape}")
+    if not allow_empty and audio.size == 0:
+        raise ValueError("audio is empty (0 samples)")
+    if sample_rate is not None and expected_rate is not None:
+        if sample_rate != expected_rate:
+            raise ValueError(
+                f"audio is at {sample_rate} Hz, the export takes {expected_rate} "
+                f"Hz (resample it, e.g. tf_transducer.data.load_audio(path, "
+                f"{expected_rate}))"
+            )
+    audio = audio.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(audio)):
+        raise ValueError("audio holds NaN or inf samples")
+    return audio
+
+
+def check_export_quantization(export_dir, meta, quantization):
+    """The export's quantisation mode; an error if `quantization` asks another."""
+    held = meta["quantization"]
+    if held not in QUANTIZATIONS:
+        raise ValueError(
+            f"{os.path.join(export_dir, META)}: unknown quantization {held!r}"
+        )
+    if quantization is not None and check_quantization(quantization) != held:
+        raise ValueError(
+            f"{export_dir!r} holds {held} programs, not {quantization} ones "
+            f"(export again with quantization={quantization!r})"
+        )
+    return held
 
 
 META = "export.json"

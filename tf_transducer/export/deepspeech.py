@@ -5,13 +5,16 @@ An export folder holds:
 
 - `features.tflite`: audio [1, N] -> MFCCs [1, T, n_input] (the model's own
   Mfcc layer; any N);
-- `acoustic.tflite` and `acoustic.quant.tflite` (dynamic-range quantised):
-  one streaming step, (windows [1, n_steps, (2 n_context + 1) n_input],
-  previous_state_h [1, n_hidden], previous_state_c [1, n_hidden]) ->
-  (logits [1, n_steps, num_classes], new_state_h, new_state_c);
+- `acoustic.tflite` (float, or quantised: "dynamic" int8 weights, or
+  "int8" full integer calibrated on training audio): one streaming step,
+  (windows [1, n_steps, (2 n_context + 1) n_input], previous_state_h
+  [1, n_hidden], previous_state_c [1, n_hidden]) -> (logits [1, n_steps,
+  num_classes], new_state_h, new_state_c);
 - `alphabet.txt` and `export.json` (rates, sizes, n_steps).
 
-All programs use TFLite built-in ops only. `DeepSpeechStream` feeds audio
+All programs use TFLite built-in ops only; the features program (its DFT
+and filterbank constants) is never quantised. `export.json` records the
+mode. `DeepSpeechStream` feeds audio
 in chunks: it computes the MFCC frames as their samples arrive, builds each
 frame's context window once its right context has arrived, and runs the
 acoustic step every n_steps windows with the LSTM state carried over. The
@@ -24,14 +27,27 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.export._tflite import META, Program, convert, read_meta, staging_dir
+from tf_transducer.export._tflite import (
+    META,
+    Program,
+    check_audio,
+    check_export_quantization,
+    check_quantization,
+    convert,
+    read_meta,
+    record_inputs,
+    staging_dir,
+    write_files,
+)
 
 MODEL = "tf_transducer.DeepSpeech"
 
-FILES = ("features.tflite", "acoustic.tflite", "acoustic.quant.tflite")
+FILES = ("features.tflite", "acoustic.tflite")
 
 
-def export_deepspeech(model, export_dir, alphabet, n_steps=16):
+def export_deepspeech(
+    model, export_dir, alphabet, n_steps=16, quantization=None, calibration_audio=None
+):
     """Writes the streaming TFLite programs of a DeepSpeech model to export_dir.
 
     Args:
@@ -40,10 +56,20 @@ def export_deepspeech(model, export_dir, alphabet, n_steps=16):
         folder first and moved into place).
       alphabet: its `CharacterAlphabet`.
       n_steps: frames per acoustic step.
+      quantization: None (float), "dynamic" (int8 weights) or "int8" (full
+        integer acoustic program, calibrated on calibration_audio).
+      calibration_audio: for "int8": an iterable of mono float32 signals
+        [N] at the model's sample rate (a few hundred training utterances).
 
     Returns:
       {file name: size in bytes}.
     """
+    quantization = check_quantization(quantization)
+    if (quantization == "int8") != (calibration_audio is not None):
+        raise ValueError(
+            "calibration_audio is needed with quantization='int8' and only then "
+            f"(quantization={quantization!r})"
+        )
     if not isinstance(n_steps, int) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
     mfcc = model.mfcc
@@ -67,7 +93,6 @@ def export_deepspeech(model, export_dir, alphabet, n_steps=16):
     programs = {
         "features.tflite": convert(features, mfcc),
         "acoustic.tflite": convert(acoustic, model),
-        "acoustic.quant.tflite": convert(acoustic, model, quantize=True),
     }
     meta = {
         "model": MODEL,
@@ -79,15 +104,34 @@ def export_deepspeech(model, export_dir, alphabet, n_steps=16):
         "n_hidden": model.n_hidden,
         "num_classes": model.num_classes,
         "n_steps": n_steps,
+        "quantization": "float",
+        "programs": {"features": "float", "acoustic": "float"},
     }
     with staging_dir(export_dir) as staging:
-        for name, data in programs.items():
-            with open(os.path.join(staging, name), "wb") as f:
-                f.write(data)
+        write_files(staging, programs)
         alphabet.save(os.path.join(staging, "alphabet.txt"))
-        with open(os.path.join(staging, META), "w") as f:
-            json.dump(meta, f, indent=2)
+        _write_meta(staging, meta)
+        if quantization != "float":
+            samples = {}
+            if quantization == "int8":
+                samples = record_inputs(
+                    DeepSpeechStream(staging),
+                    ["acoustic"],
+                    lambda stream, audio: stream.transcribe(audio),
+                    calibration_audio,
+                )
+            programs["acoustic.tflite"] = convert(
+                acoustic, model, quantization, samples.get("acoustic")
+            )
+            write_files(staging, programs)
+            meta["programs"]["acoustic"] = meta["quantization"] = quantization
+            _write_meta(staging, meta)
     return {name: len(data) for name, data in programs.items()}
+
+
+def _write_meta(folder, meta):
+    with open(os.path.join(folder, META), "w") as f:
+        json.dump(meta, f, indent=2)
 
 
 META_KEYS = (
@@ -99,6 +143,7 @@ META_KEYS = (
     "n_hidden",
     "num_classes",
     "n_steps",
+    "quantization",
 )
 
 
@@ -107,29 +152,36 @@ class DeepSpeechStream:
 
     Args:
       export_dir: a folder written by `export_deepspeech`.
-      quantized: use acoustic.quant.tflite.
+      quantization: None (whatever the export holds, see `.quantization`),
+        or the mode expected ("float", "dynamic", "int8"): an export of
+        another mode is then an error.
       num_threads: interpreter threads.
 
-    Use `feed(audio)` with float32 chunks (any sizes) in [-1, 1] at the
-    export's sample rate, then `finish()`; `logits` holds [T, C] so far.
+    Use `feed(audio)` with mono float32 chunks (any sizes) in [-1, 1] (int16
+    is scaled by 1 / 32768) at the export's sample rate, then `finish()`;
+    `logits` holds [T, C] so far.
     """
 
-    def __init__(self, export_dir, quantized=False, num_threads=1):
+    def __init__(self, export_dir, quantization=None, num_threads=1):
         self.meta = read_meta(export_dir, MODEL, "DeepSpeech", META_KEYS)
+        self.quantization = check_export_quantization(
+            export_dir, self.meta, quantization
+        )
         from tf_transducer.data import CharacterAlphabet
 
         self.alphabet = CharacterAlphabet.from_file(
             os.path.join(export_dir, "alphabet.txt")
         )
-        name = "acoustic.quant.tflite" if quantized else "acoustic.tflite"
-        self._features = Program(
-            os.path.join(export_dir, "features.tflite"), num_threads, ["audio"]
-        )
-        self._acoustic = Program(
-            os.path.join(export_dir, name),
-            num_threads,
-            ["windows", "previous_state_h", "previous_state_c"],
-        )
+        self.programs = {
+            "features": Program(
+                os.path.join(export_dir, "features.tflite"), num_threads, ["audio"]
+            ),
+            "acoustic": Program(
+                os.path.join(export_dir, "acoustic.tflite"),
+                num_threads,
+                ["windows", "previous_state_h", "previous_state_c"],
+            ),
+        }
         self.reset()
 
     @property
@@ -155,11 +207,13 @@ class DeepSpeechStream:
     def feed(self, audio):
         """Adds audio samples; runs whatever they complete."""
         m = self.meta
-        self._audio = np.concatenate([self._audio, np.asarray(audio, np.float32)])
+        self._audio = np.concatenate([self._audio, check_audio(audio)])
         if len(self._audio) >= m["frame_length"]:
             new = (len(self._audio) - m["frame_length"]) // m["frame_step"] + 1
             used = (new - 1) * m["frame_step"] + m["frame_length"]
-            mfcc = self._features(audio=self._audio[np.newaxis, :used])["mfcc"]
+            mfcc = self.programs["features"](audio=self._audio[np.newaxis, :used])[
+                "mfcc"
+            ]
             self._audio = self._audio[new * m["frame_step"] :]
             self.feed_features(mfcc[0])
 
@@ -195,7 +249,7 @@ class DeepSpeechStream:
         m = self.meta
         valid = len(windows)
         padded = windows + [np.zeros_like(windows[0])] * (m["n_steps"] - valid)
-        out = self._acoustic(
+        out = self.programs["acoustic"](
             windows=np.stack(padded)[np.newaxis],
             previous_state_h=self._state[0],
             previous_state_c=self._state[1],
@@ -204,12 +258,15 @@ class DeepSpeechStream:
         self._logits.append(out["logits"][0, :valid])
 
     def transcribe(self, audio, chunk_samples=3200, beam_width=1, scorer=None,
-                   alpha=0.75, beta=1.85):  # fmt: skip
-        """(transcript, logits [T, C]) of a whole signal fed in chunks."""
+                   alpha=0.75, beta=1.85, sample_rate=None):  # fmt: skip
+        """(transcript, logits [T, C]) of a whole signal [N] fed in chunks.
+
+        sample_rate, when given, must be the export's (an error otherwise).
+        """
         from tf_transducer.decoding import ctc_beam_search, ctc_greedy_decode
 
+        audio = check_audio(audio, sample_rate, self.sample_rate, allow_empty=False)
         self.reset()
-        audio = np.asarray(audio, np.float32)
         for start in range(0, len(audio), chunk_samples):
             self.feed(audio[start : start + chunk_samples])
         logits = self.finish()

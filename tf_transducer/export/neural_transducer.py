@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Block-streaming TFLite export of a NeuralTransducer layer, and its runner.
 
-Two programs, built-in ops only (float, and dynamic-range quantised):
+Two programs, built-in ops only (float, or quantised: "dynamic" int8
+weights, "int8" full integer calibrated on encoder frames):
 
 - start: the first block's frames [1, N, D] and their count [1] -> the
   decoding state (o, h, c), each [1, H];
@@ -17,22 +18,44 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.export._tflite import META, Program, convert, read_meta, staging_dir
+from tf_transducer.export._tflite import (
+    META,
+    Program,
+    check_export_quantization,
+    check_quantization,
+    convert,
+    read_meta,
+    record_inputs,
+    staging_dir,
+    write_files,
+)
 
 MODEL = "tf_transducer.NeuralTransducer"
 
 
-def export_neural_transducer(layer, export_dir, encoder_dim):
+def export_neural_transducer(
+    layer, export_dir, encoder_dim, quantization=None, calibration_frames=None
+):
     """Writes start / step programs of a built NeuralTransducer layer.
 
     Args:
       layer: the `tf_transducer.layers.NeuralTransducer`.
       export_dir: the folder to create or replace (all or nothing).
       encoder_dim: D, the width of the encoder frames it reads.
+      quantization: None (float), "dynamic" (int8 weights) or "int8" (full
+        integer, calibrated on calibration_frames).
+      calibration_frames: for "int8": an iterable of encoder outputs
+        [T, D], one per utterance (a few hundred from training data).
 
     Returns:
       {file name: size in bytes}.
     """
+    quantization = check_quantization(quantization)
+    if (quantization == "int8") != (calibration_frames is not None):
+        raise ValueError(
+            "calibration_frames are needed with quantization='int8' and only "
+            f"then (quantization={quantization!r})"
+        )
     N, H = layer.input_block_size, layer.transducer_hidden_units
     block = [
         tf.TensorSpec([1, N, encoder_dim], tf.float32),
@@ -50,20 +73,35 @@ def export_neural_transducer(layer, export_dir, encoder_dim):
         labels, count, (out, h, c) = layer.step(frames, frame_count, [out, h, c])
         return {"labels": labels, "count": count, "out": out, "h": h, "c": c}
 
-    programs = {}
-    for name, function in (("start", start), ("step", step)):
-        programs[f"{name}.tflite"] = convert(function, layer)
-        programs[f"{name}.quant.tflite"] = convert(function, layer, quantize=True)
+    functions = {"start": start, "step": step}
+    programs = {f"{name}.tflite": convert(fn, layer) for name, fn in functions.items()}
     meta = {
         "model": MODEL,
         "input_block_size": N,
         "encoder_dim": encoder_dim,
         "config": layer.get_config(),
+        "quantization": quantization,
+        "programs": {name: quantization for name in functions},
     }
+
+    def feed(stream, frames):
+        stream.feed(frames)
+        stream.finish()
+
     with staging_dir(export_dir) as staging:
-        for name, data in programs.items():
-            with open(os.path.join(staging, name), "wb") as f:
-                f.write(data)
+        write_files(staging, programs)
+        with open(os.path.join(staging, META), "w") as f:
+            json.dump(dict(meta, quantization="float"), f)
+        if quantization != "float":
+            samples = {}
+            if quantization == "int8":
+                stream = NeuralTransducerStream(staging)
+                samples = record_inputs(stream, functions, feed, calibration_frames)
+            for name, fn in functions.items():
+                programs[f"{name}.tflite"] = convert(
+                    fn, layer, quantization, samples.get(name)
+                )
+            write_files(staging, programs)
         with open(os.path.join(staging, META), "w") as f:
             json.dump(meta, f, indent=2)
     return {name: len(data) for name, data in programs.items()}
@@ -74,22 +112,34 @@ class NeuralTransducerStream:
 
     `feed(frames [n, D])` takes any number of frames and returns the labels
     of the blocks it completed; `finish()` decodes the last, partial block.
+
+    Args:
+      export_dir: a folder written by `export_neural_transducer`.
+      quantization: None (whatever the export holds, see `.quantization`),
+        or the mode expected ("float", "dynamic", "int8"): an export of
+        another mode is then an error.
+      num_threads: interpreter threads.
     """
 
-    def __init__(self, export_dir, quantized=False, num_threads=1):
+    def __init__(self, export_dir, quantization=None, num_threads=1):
         meta = read_meta(
-            export_dir, MODEL, "Neural Transducer", ("input_block_size", "encoder_dim")
+            export_dir,
+            MODEL,
+            "Neural Transducer",
+            ("input_block_size", "encoder_dim", "quantization"),
         )
-        suffix = ".quant.tflite" if quantized else ".tflite"
+        self.quantization = check_export_quantization(export_dir, meta, quantization)
         block = ["frames", "frame_count"]
-        self.start_program = Program(
-            os.path.join(export_dir, "start" + suffix), num_threads, block
-        )
-        self.step_program = Program(
-            os.path.join(export_dir, "step" + suffix),
-            num_threads,
-            [*block, "out", "h", "c"],
-        )
+        self.programs = {
+            "start": Program(
+                os.path.join(export_dir, "start.tflite"), num_threads, block
+            ),
+            "step": Program(
+                os.path.join(export_dir, "step.tflite"),
+                num_threads,
+                [*block, "out", "h", "c"],
+            ),
+        }
         self.block, self.dim = meta["input_block_size"], meta["encoder_dim"]
         self.reset()
 
@@ -104,8 +154,8 @@ class NeuralTransducerStream:
         padded[0, :count] = frames
         args = dict(frames=padded, frame_count=[count])
         if self.state is None:
-            self.state = self.start_program(**args)
-        out = self.step_program(
+            self.state = self.programs["start"](**args)
+        out = self.programs["step"](
             **args, out=self.state["out"], h=self.state["h"], c=self.state["c"]
         )
         self.state = {k: out[k] for k in ("out", "h", "c")}
@@ -114,7 +164,12 @@ class NeuralTransducerStream:
         return labels
 
     def feed(self, frames):
-        frames = np.asarray(frames, np.float32).reshape(-1, self.dim)
+        frames = np.asarray(frames, np.float32)
+        if frames.ndim != 2 or frames.shape[1] != self.dim:
+            raise ValueError(
+                f"frames must be [n, {self.dim}] encoder outputs, got shape "
+                f"{frames.shape}"
+            )
         self.pending = np.concatenate([self.pending, frames])
         labels = []
         while len(self.pending) >= self.block:

@@ -23,7 +23,8 @@ class Mfcc(SpectralLayer):
         bank[c] = sum_k magnitude[k] W[k, c]      (W: the Mfcc op's filterbank,
                                                    `_dsp.band_mapped_mel_weights`)
         floor = sqrt(sum_k magnitude[k]^2 * 10^(-dynamic_range_db / 10))
-        mfcc[i] = sum_c log(max(bank[c], 1e-12, floor)) sqrt(2 / C) cos(pi / C (c + 1/2) i)
+        logs[c] = log(max(bank[c], 1e-12, floor))
+        mfcc[i] = sum_c logs[c] sqrt(2 / C) cos(pi / C (c + 1/2) i)
 
     The floor relative to the frame's energy keeps the Keras layer and its
     TFLite program within 1e-4 of each other on any 16-bit recording:

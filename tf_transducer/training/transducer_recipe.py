@@ -333,6 +333,47 @@ def evaluate(
     return word_error_rate(refs, hyps), char_error_rate(refs, hyps), pairs
 
 
+def evaluate_export(export_dir, paths, transcripts, num_threads=1):
+    """Streams files through an export's LiteRT programs (greedy search).
+
+    Args:
+      export_dir: a folder written by `export_transducer`.
+      paths: audio files (read at the export's rate); transcripts: theirs.
+      num_threads: interpreter threads.
+
+    Returns:
+      {"quantization", "wer", "cer", "rtf" (compute seconds per audio second,
+      audio reading excluded), "size" (bytes of the programs), "texts"}.
+    """
+    import time
+
+    from tf_transducer.data import load_audio
+    from tf_transducer.decoding import char_error_rate, word_error_rate
+    from tf_transducer.export import TransducerStream
+
+    stream = TransducerStream(export_dir, num_threads=num_threads)
+    texts, seconds, compute = [], 0.0, 0.0
+    for path in paths:
+        audio = load_audio(path, stream.sample_rate)
+        began = time.perf_counter()
+        texts.append(stream.transcribe(audio))
+        compute += time.perf_counter() - began
+        seconds += len(audio) / stream.sample_rate
+    size = sum(
+        os.path.getsize(os.path.join(export_dir, name))
+        for name in os.listdir(export_dir)
+        if name.endswith(".tflite")
+    )
+    return {
+        "quantization": stream.quantization,
+        "wer": word_error_rate(transcripts, texts),
+        "cer": char_error_rate(transcripts, texts),
+        "rtf": compute / seconds,
+        "size": size,
+        "texts": texts,
+    }
+
+
 def load_checkpoint(checkpoint_dir):
     """(model, text encoder) of a training run's folder."""
     from tf_transducer.export.transducer import load_text_encoder_config
