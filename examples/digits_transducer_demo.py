@@ -16,6 +16,7 @@
 Everything stays in --work_dir (default runs/digits_demo).
 """
 
+import logging
 import os
 import time
 
@@ -39,6 +40,7 @@ def banner(step, text):
 
 def main(argv):
     del argv
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)  # converter chatter
     start = time.time()
     run_dir = os.path.join(WORK_DIR.value, "checkpoint")
     export_dir = os.path.join(WORK_DIR.value, "tflite")
