@@ -355,6 +355,69 @@ def manifest_cases(rng, i):
     return Case(kind, lambda: tt.data.read_manifest(path), False, [path + ":"])
 
 
+_EXPORT = {}
+
+
+def _transducer_stream():
+    """A TransducerStream over a tiny untrained export (built once per child)."""
+    if "stream" not in _EXPORT:
+        from tf_transducer.export import TransducerStream, export_transducer
+
+        alphabet = tt.CharacterAlphabet.english()
+        model = tt.models.Transducer(alphabet.vocab_size, feature_dim=20,
+                                     encoder_units=8, predictor_units=8,
+                                     joiner_units=8, embedding_dim=4)  # fmt: skip
+        model.build()
+        folder = os.path.join(tempfile.mkdtemp(prefix="fuzz-export-"), "e")
+        features = tt.LogMelSpectrogram(sample_rate=8000, n_mels=20)
+        export_transducer(model, folder, alphabet, features)
+        _EXPORT["stream"] = TransducerStream(folder)
+    return _EXPORT["stream"]
+
+
+def runner_cases(rng, i):
+    """Audio users hand a LiteRT runner: legal ones transcribe as their
+    float32 mono equivalent, the others are errors naming the audio."""
+    stream = _transducer_stream()
+    n = int(rng.integers(1, 6000))
+    audio = rng.uniform(-0.5, 0.5, n).astype(np.float32)
+    kind = ["float64", "int16", "list", "stereo", "row", "int32", "empty",
+            "nan", "inf", "rate", "scalar", "right_rate"][i % 12]  # fmt: skip
+
+    def same_as(reference):
+        want = stream.transcribe(reference)
+        return lambda got: None if got == want else f"{got!r} != {want!r}"
+
+    if kind == "float64":
+        wide = audio.astype(np.float64)
+        return Case(kind, lambda: stream.transcribe(wide), check=same_as(audio))
+    if kind == "int16":
+        pcm = np.round(audio * 32767).astype(np.int16)
+        scaled = pcm.astype(np.float32) / 32768
+        return Case(kind, lambda: stream.transcribe(pcm), check=same_as(scaled))
+    if kind == "list":
+        return Case(kind, lambda: stream.transcribe(audio.tolist()),
+                    check=same_as(audio))  # fmt: skip
+    if kind == "right_rate":
+        return Case(kind, lambda: stream.transcribe(audio, sample_rate=8000),
+                    check=same_as(audio))  # fmt: skip
+    bad = {
+        "stereo": lambda: np.stack([audio, audio], 1),
+        "row": lambda: audio[None],
+        "int32": lambda: (audio * 2**30).astype(np.int32),
+        "empty": lambda: audio[:0],
+        "nan": lambda: np.where(rng.random(n) < 0.01, np.nan, audio),
+        "inf": lambda: np.concatenate([audio, [np.inf]]),
+        "rate": lambda: audio,
+        "scalar": lambda: np.float32(0.5),
+    }[kind]()
+    if kind == "nan" and not np.isnan(bad).any():
+        bad[0] = np.nan
+    rate = 16000 if kind == "rate" else None
+    return Case(kind, lambda: stream.transcribe(bad, sample_rate=rate), False,
+                ["audio"])  # fmt: skip
+
+
 FAMILIES = {
     "mi": mi_cases,
     "rnnt": rnnt_cases,
@@ -362,6 +425,7 @@ FAMILIES = {
     "keras_losses": keras_loss_cases,
     "features": feature_cases,
     "manifests": manifest_cases,
+    "runners": runner_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

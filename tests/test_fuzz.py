@@ -22,6 +22,7 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
     "keras_losses": 42,
     "features": 48,
     "manifests": 16,
+    "runners": 24,
 }
 
 
