@@ -136,6 +136,68 @@ def write_files(folder, files):
             f.write(data)
 
 
+def write_export(
+    export_dir, functions, owner, quantization, quantized, meta, extras, calibrate
+):
+    """Converts `functions` and writes an export folder, all or nothing.
+
+    The float programs are written first (with `extras(folder)`'s files and
+    an export.json saying "float"); then the programs named in `quantized`
+    are converted again in the `quantization` mode, "int8" ones on
+    `calibrate(folder)`'s recorded inputs (a runner streaming calibration
+    data through the float programs there), and export.json records the
+    mode of each program.
+
+    Args:
+      export_dir: the folder to create or replace.
+      functions: {program name: tf.function}, written as `<name>.tflite`.
+      owner: what holds their variables (for `convert`).
+      quantization: "float", "dynamic" or "int8".
+      quantized: the program names to quantise (the others stay float).
+      meta: the export.json content; "quantization" and "programs" are added.
+      extras: writes the export's other files into a folder.
+      calibrate: folder -> {program name: [inputs]}, used for "int8".
+
+    Returns:
+      {file name: size in bytes}.
+    """
+    programs = {f"{name}.tflite": convert(fn, owner) for name, fn in functions.items()}
+    modes = {name: quantization if name in quantized else "float" for name in functions}
+
+    def write_meta(folder, mode, program_modes):
+        with open(os.path.join(folder, META), "w") as f:
+            json.dump(
+                dict(meta, quantization=mode, programs=program_modes), f, indent=2
+            )
+
+    with staging_dir(export_dir) as staging:
+        write_files(staging, programs)
+        extras(staging)
+        write_meta(staging, "float", dict.fromkeys(functions, "float"))
+        if quantization != "float":
+            samples = calibrate(staging) if quantization == "int8" else {}
+            for name in quantized:
+                programs[f"{name}.tflite"] = convert(
+                    functions[name], owner, quantization, samples.get(name)
+                )
+            write_files(staging, programs)
+            write_meta(staging, quantization, modes)
+    return {name: len(data) for name, data in programs.items()}
+
+
+def check_calibration(quantization, calibration, name):
+    """The quantisation mode, after checking that calibration data comes with
+    "int8" and only with it."""
+    quantization = check_quantization(quantization)
+    if (quantization == "int8") != (calibration is not None):
+        raise ValueError(
+            f"{name} is needed with quantization='int8' and only then "
+            f"(quantization={quantization!r}, {name} "
+            f"{'given' if calibration is not None else 'not given'})"
+        )
+    return quantization
+
+
 def check_audio(audio, sample_rate=None, expected_rate=None, allow_empty=True):
     """Mono float32 samples [N] for a runner, or a ValueError naming the problem.
 

@@ -21,23 +21,19 @@ acoustic step every n_steps windows with the LSTM state carried over. The
 logits equal the offline model's.
 """
 
-import json
 import os
 
 import numpy as np
 import tensorflow as tf
 
 from tf_transducer.export._tflite import (
-    META,
     Program,
     check_audio,
+    check_calibration,
     check_export_quantization,
-    check_quantization,
-    convert,
     read_meta,
     record_inputs,
-    staging_dir,
-    write_files,
+    write_export,
 )
 
 MODEL = "tf_transducer.DeepSpeech"
@@ -64,12 +60,9 @@ def export_deepspeech(
     Returns:
       {file name: size in bytes}.
     """
-    quantization = check_quantization(quantization)
-    if (quantization == "int8") != (calibration_audio is not None):
-        raise ValueError(
-            "calibration_audio is needed with quantization='int8' and only then "
-            f"(quantization={quantization!r})"
-        )
+    quantization = check_calibration(
+        quantization, calibration_audio, "calibration_audio"
+    )
     if not isinstance(n_steps, int) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
     mfcc = model.mfcc
@@ -90,10 +83,6 @@ def export_deepspeech(
         logits, h, c = model.step(windows, previous_state_h, previous_state_c)
         return {"logits": logits, "new_state_h": h, "new_state_c": c}
 
-    programs = {
-        "features.tflite": convert(features, mfcc),
-        "acoustic.tflite": convert(acoustic, model),
-    }
     meta = {
         "model": MODEL,
         "sample_rate": model.sample_rate,
@@ -104,34 +93,26 @@ def export_deepspeech(
         "n_hidden": model.n_hidden,
         "num_classes": model.num_classes,
         "n_steps": n_steps,
-        "quantization": "float",
-        "programs": {"features": "float", "acoustic": "float"},
     }
-    with staging_dir(export_dir) as staging:
-        write_files(staging, programs)
-        alphabet.save(os.path.join(staging, "alphabet.txt"))
-        _write_meta(staging, meta)
-        if quantization != "float":
-            samples = {}
-            if quantization == "int8":
-                samples = record_inputs(
-                    DeepSpeechStream(staging),
-                    ["acoustic"],
-                    lambda stream, audio: stream.transcribe(audio),
-                    calibration_audio,
-                )
-            programs["acoustic.tflite"] = convert(
-                acoustic, model, quantization, samples.get("acoustic")
-            )
-            write_files(staging, programs)
-            meta["programs"]["acoustic"] = meta["quantization"] = quantization
-            _write_meta(staging, meta)
-    return {name: len(data) for name, data in programs.items()}
 
+    def calibrate(folder):
+        return record_inputs(
+            DeepSpeechStream(folder),
+            ["acoustic"],
+            lambda stream, audio: stream.transcribe(audio),
+            calibration_audio,
+        )
 
-def _write_meta(folder, meta):
-    with open(os.path.join(folder, META), "w") as f:
-        json.dump(meta, f, indent=2)
+    return write_export(
+        export_dir,
+        {"features": features, "acoustic": acoustic},
+        model,
+        quantization,
+        ["acoustic"],  # the features program (DFT, filterbank) stays float
+        meta,
+        lambda folder: alphabet.save(os.path.join(folder, "alphabet.txt")),
+        calibrate,
+    )
 
 
 META_KEYS = (

@@ -12,22 +12,18 @@ weights, "int8" full integer calibrated on encoder frames):
 The encoder that makes the frames is the caller's (its own export).
 """
 
-import json
 import os
 
 import numpy as np
 import tensorflow as tf
 
 from tf_transducer.export._tflite import (
-    META,
     Program,
+    check_calibration,
     check_export_quantization,
-    check_quantization,
-    convert,
     read_meta,
     record_inputs,
-    staging_dir,
-    write_files,
+    write_export,
 )
 
 MODEL = "tf_transducer.NeuralTransducer"
@@ -50,12 +46,9 @@ def export_neural_transducer(
     Returns:
       {file name: size in bytes}.
     """
-    quantization = check_quantization(quantization)
-    if (quantization == "int8") != (calibration_frames is not None):
-        raise ValueError(
-            "calibration_frames are needed with quantization='int8' and only "
-            f"then (quantization={quantization!r})"
-        )
+    quantization = check_calibration(
+        quantization, calibration_frames, "calibration_frames"
+    )
     N, H = layer.input_block_size, layer.transducer_hidden_units
     block = [
         tf.TensorSpec([1, N, encoder_dim], tf.float32),
@@ -74,37 +67,31 @@ def export_neural_transducer(
         return {"labels": labels, "count": count, "out": out, "h": h, "c": c}
 
     functions = {"start": start, "step": step}
-    programs = {f"{name}.tflite": convert(fn, layer) for name, fn in functions.items()}
     meta = {
         "model": MODEL,
         "input_block_size": N,
         "encoder_dim": encoder_dim,
         "config": layer.get_config(),
-        "quantization": quantization,
-        "programs": {name: quantization for name in functions},
     }
 
     def feed(stream, frames):
         stream.feed(frames)
         stream.finish()
 
-    with staging_dir(export_dir) as staging:
-        write_files(staging, programs)
-        with open(os.path.join(staging, META), "w") as f:
-            json.dump(dict(meta, quantization="float"), f)
-        if quantization != "float":
-            samples = {}
-            if quantization == "int8":
-                stream = NeuralTransducerStream(staging)
-                samples = record_inputs(stream, functions, feed, calibration_frames)
-            for name, fn in functions.items():
-                programs[f"{name}.tflite"] = convert(
-                    fn, layer, quantization, samples.get(name)
-                )
-            write_files(staging, programs)
-        with open(os.path.join(staging, META), "w") as f:
-            json.dump(meta, f, indent=2)
-    return {name: len(data) for name, data in programs.items()}
+    def calibrate(folder):
+        stream = NeuralTransducerStream(folder)
+        return record_inputs(stream, functions, feed, calibration_frames)
+
+    return write_export(
+        export_dir,
+        functions,
+        layer,
+        quantization,
+        list(functions),
+        meta,
+        lambda folder: None,  # no files but the programs and export.json
+        calibrate,
+    )
 
 
 class NeuralTransducerStream:

@@ -31,16 +31,13 @@ import tensorflow as tf
 
 from tf_transducer.decoding.transducer import GreedyState, greedy_continue
 from tf_transducer.export._tflite import (
-    META,
     Program,
     check_audio,
+    check_calibration,
     check_export_quantization,
-    check_quantization,
-    convert,
     read_meta,
     record_inputs,
-    staging_dir,
-    write_files,
+    write_export,
 )
 
 MODEL = "tf_transducer.Transducer"
@@ -146,13 +143,9 @@ def export_transducer(
     Returns:
       {file name: size in bytes}.
     """
-    quantization = check_quantization(quantization)
-    if (quantization == "int8") != (calibration_audio is not None):
-        raise ValueError(
-            "calibration_audio is needed with quantization='int8' and only then "
-            f"(quantization={quantization!r}, calibration_audio "
-            f"{'given' if calibration_audio is not None else 'not given'})"
-        )
+    quantization = check_calibration(
+        quantization, calibration_audio, "calibration_audio"
+    )
     stack = model.encoder.stack
     chunk_frames = chunk_frames or 4 * stack
     if not isinstance(chunk_frames, int) or chunk_frames <= 0 or chunk_frames % stack:
@@ -186,8 +179,6 @@ def export_transducer(
         "predictor": _predictor_program(model),
         "joiner": joiner_program,
     }
-    modes = {name: quantization if name in QUANTIZED else "float" for name in functions}
-    programs = {f"{name}.tflite": convert(fn, model) for name, fn in functions.items()}
     state_shapes = [list(s.shape[1:]) for s in model.predictor.initial_state(1)]
     meta = {
         "model": MODEL,
@@ -202,36 +193,24 @@ def export_transducer(
         "predictor_states": state_shapes,
         "predictor_kind": model.predictor.kind,
         "vocab_size": model.vocab_size,
-        "quantization": "float",
-        "programs": {name: "float" for name in functions},
     }
     kind = type(text_encoder).__name__
-    with staging_dir(export_dir) as staging:
-        write_files(staging, programs)
-        with open(os.path.join(staging, "text_encoder.json"), "w") as f:
+
+    def extras(folder):
+        with open(os.path.join(folder, "text_encoder.json"), "w") as f:
             json.dump({"kind": kind, "config": text_encoder.get_config()}, f)
-        _write_meta(staging, meta)
-        samples = {}
-        if quantization == "int8":
-            samples = record_inputs(
-                TransducerStream(staging),
-                QUANTIZED,
-                lambda stream, audio: stream.transcribe(audio),
-                calibration_audio,
-            )
-        for name in QUANTIZED:
-            if quantization != "float":
-                programs[f"{name}.tflite"] = convert(
-                    functions[name], model, quantization, samples.get(name)
-                )
-        write_files(staging, programs)
-        _write_meta(staging, dict(meta, quantization=quantization, programs=modes))
-    return {name: len(data) for name, data in programs.items()}
 
+    def calibrate(folder):
+        return record_inputs(
+            TransducerStream(folder),
+            QUANTIZED,
+            lambda stream, audio: stream.transcribe(audio),
+            calibration_audio,
+        )
 
-def _write_meta(folder, meta):
-    with open(os.path.join(folder, META), "w") as f:
-        json.dump(meta, f, indent=2)
+    return write_export(
+        export_dir, functions, model, quantization, QUANTIZED, meta, extras, calibrate
+    )
 
 
 def load_text_encoder_config(path):
