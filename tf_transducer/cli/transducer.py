@@ -119,26 +119,20 @@ def saved_features(checkpoint_dir):
 
 def training_manifests():
     """--train_files, or the manifests the run in --checkpoint_dir trained on."""
-    import json
-
-    from tf_transducer.training.run_dir import RUN_FILE
-
     if FLAGS.train_files:
         return manifest_paths(FLAGS.train_files, "train_files")
-    path = os.path.join(FLAGS.checkpoint_dir, RUN_FILE)
     try:
-        with open(path) as f:
-            files = json.load(f)["config"]["data"]["train_files"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        files = recipe.saved_train_files(FLAGS.checkpoint_dir)
+    except ValueError as error:
         raise CliError(
-            f"--quantization int8 calibrates on training audio: {path} does not "
-            f"name it ({error}); give --train_files"
+            f"--quantization int8 calibrates on training audio: {error}; or give "
+            "--train_files"
         ) from None
     missing = [p for p in files if not os.path.isfile(p)]
     if missing or not files:
         raise CliError(
-            f"--quantization int8 calibrates on training audio: the manifests "
-            f"{path} names ({missing or files}) do not exist; give --train_files"
+            f"--quantization int8 calibrates on training audio: the run's "
+            f"manifests ({missing or files}) do not exist; give --train_files"
         )
     return files
 

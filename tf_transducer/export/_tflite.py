@@ -137,8 +137,9 @@ def write_files(folder, files):
 
 
 def write_export(
-    export_dir, functions, owner, quantization, quantized, meta, extras, calibrate
-):
+    export_dir, functions, owner, quantization, quantized, meta, extras=None,
+    calibrate=None,
+):  # fmt: skip
     """Converts `functions` and writes an export folder, all or nothing.
 
     The float programs are written first (with `extras(folder)`'s files and
@@ -155,7 +156,7 @@ def write_export(
       quantization: "float", "dynamic" or "int8".
       quantized: the program names to quantise (the others stay float).
       meta: the export.json content; "quantization" and "programs" are added.
-      extras: writes the export's other files into a folder.
+      extras: writes the export's other files into a folder (None: none).
       calibrate: folder -> {program name: [inputs]}, used for "int8".
 
     Returns:
@@ -172,7 +173,8 @@ def write_export(
 
     with staging_dir(export_dir) as staging:
         write_files(staging, programs)
-        extras(staging)
+        if extras is not None:
+            extras(staging)
         write_meta(staging, "float", dict.fromkeys(functions, "float"))
         if quantization != "float":
             samples = calibrate(staging) if quantization == "int8" else {}

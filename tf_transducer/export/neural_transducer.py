@@ -89,8 +89,7 @@ def export_neural_transducer(
         quantization,
         list(functions),
         meta,
-        lambda folder: None,  # no files but the programs and export.json
-        calibrate,
+        calibrate=calibrate,
     )
 
 

@@ -395,15 +395,32 @@ def load_checkpoint(checkpoint_dir):
     return model, encoder
 
 
-def saved_features(checkpoint_dir):
-    """{"sample_rate", "n_mels"} a run was trained with (from run.json)."""
+def _saved(checkpoint_dir, what, read):
+    """read(run.json's "config") of a run; a ValueError names the file."""
     path = os.path.join(checkpoint_dir, RUN_FILE)
     try:
         with open(path) as f:
-            features = json.load(f)["config"]["features"]
-        return dict(sample_rate=features["sample_rate"], n_mels=features["n_mels"])
+            return read(json.load(f)["config"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(
-            f"{path}: cannot read the run's feature settings ({error}); train into "
+            f"{path}: cannot read the run's {what} ({error}); train into "
             "checkpoint_dir again"
         ) from None
+
+
+def saved_features(checkpoint_dir):
+    """{"sample_rate", "n_mels"} a run was trained with (from run.json)."""
+    return _saved(
+        checkpoint_dir,
+        "feature settings",
+        lambda c: dict(
+            sample_rate=c["features"]["sample_rate"], n_mels=c["features"]["n_mels"]
+        ),
+    )
+
+
+def saved_train_files(checkpoint_dir):
+    """The training manifests a run was trained on (from run.json)."""
+    return _saved(
+        checkpoint_dir, "training manifests", lambda c: list(c["data"]["train_files"])
+    )
