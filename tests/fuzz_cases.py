@@ -418,7 +418,75 @@ def runner_cases(rng, i):
                 ["audio"])  # fmt: skip
 
 
+def augment_cases(rng, i):
+    from tf_transducer.data import augment as A
+
+    n = int(rng.integers(0, 3000))
+    audio = (rng.uniform(-1, 1, n) * 10 ** rng.uniform(-4, 0.5)).astype(np.float32)
+    seed = tf.constant(rng.integers(0, 2**31, 2))
+    kind = ["chain", "silence", "one_sample", "loud", "batch", "factor", "tensor_rate",
+            "rank", "dtype", "probability", "range", "lengths"][i % 12]  # fmt: skip
+    chain = A.WaveAugment(8000, pitch_prob=0.5, tempo_prob=0.5, reverb_prob=0.5,
+                          telephone_prob=0.5, noise_prob=0.5, dc_prob=0.5)  # fmt: skip
+
+    def bounded(source):  # finite, and the length speed and tempo allow
+        def check(got):
+            m, s = len(got), max(len(source), 1)
+            if not np.isfinite(got).all():
+                return "not finite"
+            if len(source) and not s / 1.1 / 1.1 - 2 <= m <= s / 0.9 / 0.9 + 2:
+                return f"length {m} from {len(source)}"
+            return None
+
+        return check
+
+    if kind in ("chain", "silence", "one_sample", "loud"):
+        x = {"chain": audio, "silence": np.zeros(n, np.float32),
+             "one_sample": audio[:1] if n else np.ones(1, np.float32),
+             "loud": audio * 1e4}[kind]  # fmt: skip
+        return Case(kind, lambda: chain(x, seed), check=bounded(x))
+    if kind == "batch":
+        batch = np.zeros((2, n), np.float32)
+        batch[0] = audio
+        lengths = [n, int(rng.integers(0, n + 1))]
+
+        def check(got):
+            out, out_lengths = got
+            rows = [out[b, out_lengths[b] :] for b in range(2)]
+            return None if all((r == 0).all() for r in rows) else "padding changed"
+
+        return Case(kind, lambda: A.augment_batch(chain, batch, lengths, seed),
+                    check=check)  # fmt: skip
+    if kind == "factor":
+        bad = float(rng.choice([0.0, -0.5, np.nan, np.inf]))
+        return Case(kind, lambda: A.speed_perturb(audio, bad), False, ["factor"])
+    if kind == "tensor_rate":
+        bad = tf.constant(float(rng.choice([0.0, -2.0])))
+        return Case(kind, lambda: A.time_stretch(audio, bad, 8000), False, ["rate"])
+    if kind == "rank":
+        x = audio.reshape(1, -1)
+        return Case(kind, lambda: chain(x, seed), False, ["audio"])
+    if kind == "dtype":
+        x = (audio * 1000).astype(rng.choice([np.int16, np.float64]))
+        return Case(kind, lambda: A.reverberate(x, np.ones(3, np.float32)), False,
+                    ["audio"])  # fmt: skip
+    if kind == "probability":
+        name = str(rng.choice(["pitch_prob", "noise_prob", "reverb_prob", "dc_prob"]))
+        bad = float(rng.choice([-0.1, 1.5, np.nan]))
+        return Case(kind, lambda: A.WaveAugment(8000, **{name: bad}), False, [name])
+    if kind == "range":
+        name = str(rng.choice(["tempo_range", "rt60_range", "snr_range"]))
+        bad = [(2.0, 1.0), (1.0,), (-1.0, 0.5)][int(rng.integers(3))]
+        if name == "snr_range" and bad == (-1.0, 0.5):
+            bad = (10.0, 5.0)  # negative SNRs are legal
+        return Case(kind, lambda: A.WaveAugment(8000, **{name: bad}), False, [name])
+    batch = np.zeros((2, 10), np.float32)
+    return Case(kind, lambda: A.augment_batch(chain, batch, [11, 3], seed), False,
+                ["lengths"])  # fmt: skip
+
+
 FAMILIES = {
+    "augment": augment_cases,
     "mi": mi_cases,
     "rnnt": rnnt_cases,
     "simple": simple_cases,

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Audio data: manifests, decoding, text encoders, tf.data pipelines, corpora."""
+"""Audio data: manifests, decoding, text encoders, tf.data pipelines,
+waveform augmentation (`augment`), corpora."""
 
 from tf_transducer.data.audio import (
     AudioInfo,
@@ -8,6 +9,7 @@ from tf_transducer.data.audio import (
     probe,
     read_audio,
 )
+from tf_transducer.data.augment import WaveAugment, augment_batch
 from tf_transducer.data.calibration import calibration_audio
 from tf_transducer.data.manifest import Utterance, read_manifest
 from tf_transducer.data.pipeline import SpeechDataset
@@ -29,6 +31,8 @@ __all__ = [
     "SpeechDataset",
     "SubwordEncoder",
     "Utterance",
+    "WaveAugment",
+    "augment_batch",
     "calibration_audio",
     "load_audio",
     "load_text_encoder",

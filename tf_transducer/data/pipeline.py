@@ -197,7 +197,7 @@ class SpeechDataset:
         )
         return False
 
-    def _load(self, index, paths, labels, in_graph, segments):
+    def _load(self, index, paths, labels, in_graph, segments, augment=None, seed=None):
         """The element of index (-1: the end-of-epoch marker, empty)."""
         safe = tf.maximum(index, 0)
 
@@ -221,6 +221,9 @@ class SpeechDataset:
                 return tf.cond(in_graph[safe], graph_decode, numpy_decode)
 
         audio = tf.cond(index >= 0, decode, lambda: tf.zeros([0], tf.float32))
+        if augment is not None:
+            seeds = tf.stack([tf.constant(seed, tf.int64), index])
+            audio = tf.reshape(augment(audio, seeds), [-1])
         length = tf.shape(audio)[0]
         label = labels[safe]
         element = {
@@ -258,6 +261,7 @@ class SpeechDataset:
         cache=None,
         drop_remainder=False,
         num_parallel_calls=tf.data.AUTOTUNE,
+        augment=None,
     ) -> tf.data.Dataset:
         """Padded batches of dicts.
 
@@ -278,9 +282,22 @@ class SpeechDataset:
             writes it, the next read it), or None.
           drop_remainder: drop a last, smaller batch.
           num_parallel_calls: parallel decode + features.
+          augment: optional callable (audio [n], seed [2] int64) -> audio
+            [m], e.g. a `tf_transducer.data.augment.WaveAugment`, applied to
+            each decoded utterance before its features. Item i of the pass
+            gets the seed [seed, i], so with a seed every run (and every
+            resumed one) sees the same augmented audio. Batches stay in the
+            buckets of the unaugmented lengths. Not with `cache`.
         """
         if not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if augment is not None and not callable(augment):
+            raise ValueError(f"augment must be a callable, got {augment!r}")
+        if augment is not None and cache is not None:
+            raise ValueError(
+                "augment: a cache would freeze the first pass's augmented "
+                "features; give one or the other"
+            )
         n = len(self._paths)
         paths = tf.constant(self._paths)
         labels = tf.ragged.constant(self._labels, dtype=tf.int32, ragged_rank=1)
@@ -301,8 +318,13 @@ class SpeechDataset:
             indices = indices.concatenate(
                 tf.data.Dataset.from_tensors(tf.constant(-1, tf.int64))
             )
+        augment_seed = None
+        if augment is not None:
+            augment_seed = np.random.randint(2**31) if seed is None else int(seed)
         ds = indices.map(
-            lambda i: self._load(i, paths, labels, in_graph, segments),
+            lambda i: self._load(
+                i, paths, labels, in_graph, segments, augment, augment_seed
+            ),
             num_parallel_calls=num_parallel_calls,
             deterministic=True,
         )
@@ -363,8 +385,10 @@ class SpeechDataset:
             return ds.padded_batch(
                 batch_size, padding_values=padding, drop_remainder=drop_remainder
             )
+        # By the decoded length, which augmentation does not change.
+        samples = tf.constant(self._samples, tf.int32)
         return ds.bucket_by_sequence_length(
-            lambda e: e["audio_length"],
+            lambda e: samples[e["index"]],
             bucket_boundaries=bounds,
             bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
             padding_values=padding,

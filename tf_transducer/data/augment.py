@@ -1,0 +1,606 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Waveform augmentation: what speech toolkits do when real data is scarce.
+
+Every function takes one utterance, `audio` [N] float32 (any N, None
+included), and is made of TensorFlow ops, so it runs inside `tf.data` maps
+and `tf.function`s (time_stretch's sequential search is a numpy loop in a
+`tf.numpy_function`: not for SavedModels or TFLite). Randomness is
+stateless: a `seed` is a [2] int tensor, and the same seed gives the same
+output on every run. `WaveAugment` chains them with a probability for
+each, the way Kaldi / Lhotse / NeMo recipes do.
+
+Lengths: `speed_perturb` and `time_stretch` change the length (N / factor);
+everything else keeps it, and keeps the speech where it was (reverberation
+puts the direct path first), so transcripts stay aligned. A padded batch
+goes through `augment_batch`, which augments each utterance up to its
+length and pads again.
+
+    from tf_transducer.data.augment import WaveAugment
+
+    augment = WaveAugment(sample_rate=8000, speeds=(0.9, 1.0, 1.1))
+    noisy = augment(audio, seed=tf.constant([7, 0]))
+"""
+
+import dataclasses
+import fractions
+import functools
+import math
+
+import numpy as np
+import tensorflow as tf
+
+_LN_1000 = math.log(1000.0)  # 60 dB of amplitude decay
+
+
+def _audio(audio, name="audio"):
+    audio = tf.convert_to_tensor(audio)
+    if audio.dtype != tf.float32:
+        raise ValueError(f"{name} must be float32, got {audio.dtype.name}")
+    if audio.shape.rank is not None and audio.shape.rank != 1:
+        raise ValueError(f"{name} must be 1-D [samples], got shape {audio.shape}")
+    return audio
+
+
+def _positive(value, name):
+    if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def _positive_factor(value, name):
+    """A python number is checked now, a tensor when it runs."""
+    if isinstance(value, (int, float, np.number)):
+        _positive(float(value), name)
+        return tf.constant(value, tf.float32)
+    value = tf.cast(value, tf.float32)
+    if value.shape.rank not in (None, 0):
+        raise ValueError(f"{name} must be a scalar, got shape {value.shape}")
+    tf.debugging.assert_positive(value, message=f"{name} must be > 0")
+    tf.debugging.assert_all_finite(value, message=f"{name} must be finite")
+    return value
+
+
+def _sinc_resample(audio, step, taps):
+    """Samples at positions 0, step, 2 step, ... of `audio` (band-limited
+    interpolation: Hann-windowed sinc, cut off at min(1, 1/step) of Nyquist)."""
+    n = tf.shape(audio)[0]
+    step = tf.cast(step, tf.float64)
+    count = tf.cast(tf.math.floor(tf.cast(n - 1, tf.float64) / step), tf.int32) + 1
+    count = tf.where(n > 0, count, 0)
+    where = tf.range(count, dtype=tf.float64) * step  # exact to 1e-9 sample
+    base = tf.cast(tf.math.floor(where), tf.int32)
+    fraction = tf.cast(where - tf.cast(base, tf.float64), tf.float32)
+    offsets = tf.range(-taps + 1, taps + 1)
+    # distance [M, 2 taps] from each output position to its input samples
+    distance = fraction[:, None] - tf.cast(offsets, tf.float32)[None, :]
+    cutoff = tf.cast(tf.minimum(tf.constant(1.0, tf.float64), 1.0 / step), tf.float32)
+    values = tf.gather(tf.pad(audio, [[taps, taps]]), base[:, None] + offsets + taps)
+    return tf.reduce_sum(values * _kernel(distance, cutoff, taps), axis=1)
+
+
+def _kernel(distance, cutoff, taps):
+    """Hann-windowed sinc at `distance` samples (numpy or TF float32)."""
+    lib = np if isinstance(distance, np.ndarray) else tf.math
+    window = 0.5 + 0.5 * lib.cos((math.pi / taps) * distance)
+    x = (math.pi * cutoff) * distance
+    small = abs(x) < 1e-6 if lib is np else tf.abs(x) < 1e-6
+    safe = lib.where(small, 1.0, x) if lib is np else tf.where(small, 1.0, x)
+    sinc = lib.sin(safe) / safe
+    sinc = np.where(small, 1.0, sinc) if lib is np else tf.where(small, 1.0, sinc)
+    return cutoff * sinc * window
+
+
+def _rational_resample(audio, up, down, taps):
+    """`_sinc_resample` at step down / up (integers): the up phases'
+    kernels are computed once (polyphase), positions are exact."""
+    step = down / up
+    cutoff = min(1.0, 1.0 / step)
+    offsets = np.arange(-taps + 1, taps + 1)
+    phases = np.arange(up)[:, None] / up - offsets[None, :]
+    table = tf.constant(_kernel(phases, cutoff, taps).astype(np.float32))
+    n = tf.cast(tf.shape(audio)[0], tf.int64)
+    count = tf.where(n > 0, (n - 1) * up // down + 1, 0)
+    where = tf.range(count, dtype=tf.int64) * down
+    base, phase = tf.cast(where // up, tf.int32), tf.cast(where % up, tf.int32)
+    values = tf.gather(tf.pad(audio, [[taps, taps]]), base[:, None] + offsets + taps)
+    return tf.reduce_sum(values * tf.gather(table, phase), axis=1)
+
+
+def speed_perturb(audio, factor, taps=16):
+    """Plays `audio` `factor` times faster, Kaldi style (sox `speed`): tempo
+    and pitch both scale by factor.
+
+    Args:
+      audio: [N] float32.
+      factor: > 0 (Kaldi uses 0.9, 1.0, 1.1); a float or scalar tensor.
+        A float that is a ratio of integers up to 1000 (0.9 = 9 / 10) is
+        resampled exactly, with kernels computed once (faster).
+      taps: half-width of the interpolation kernel, in input samples.
+
+    Returns:
+      [floor((N - 1) / factor) + 1] float32 (0 samples for empty audio).
+    """
+    audio = _audio(audio)
+    if isinstance(factor, (int, float, np.number)):
+        _positive(float(factor), "factor")
+        ratio = fractions.Fraction(float(factor)).limit_denominator(1000)
+        if abs(float(ratio) - float(factor)) < 1e-12:
+            return _rational_resample(audio, ratio.denominator, ratio.numerator, taps)
+    factor = _positive_factor(factor, "factor")
+    return _sinc_resample(audio, factor, taps)
+
+
+def _hann(length):
+    return tf.signal.hann_window(length, periodic=True, dtype=tf.float32)
+
+
+def _wsola_starts(padded, nominal, hop, length, search):
+    """Where each frame starts: within +-search of nominal, where it best
+    continues (cross-correlation) the frame chosen before it."""
+    starts = np.array(nominal, np.int32)
+    if not len(starts):
+        return starts
+    lags = np.arange(2 * search + 1)
+    for k in range(1, len(starts)):
+        template = padded[starts[k - 1] + hop : starts[k - 1] + hop + length]
+        low = nominal[k] - search
+        region = padded[low : low + 2 * search + length]
+        score = np.correlate(region, template, mode="valid")
+        starts[k] = low + lags[int(np.argmax(score))]
+    return starts
+
+
+def time_stretch(audio, rate, sample_rate, frame_seconds=0.03, tolerance=0.5):
+    """Changes the tempo by `rate` and keeps the pitch: WSOLA (Verhelst and
+    Roelands, 1993). Hann frames are written every hop samples; each is read
+    near rate * its output position, at the offset (within tolerance * hop)
+    where it best continues the frame before it (cross-correlation), so the
+    waveform stays continuous and periodic sounds keep their period.
+
+    Args:
+      audio: [N] float32.
+      rate: > 0; above 1 is faster.
+      sample_rate: Hz of audio.
+      frame_seconds: frame length (twice the hop).
+      tolerance: the search range, as a fraction of the hop.
+
+    Returns:
+      [round(N / rate)] float32.
+    """
+    audio = _audio(audio)
+    rate = _positive_factor(rate, "rate")
+    _positive(sample_rate, "sample_rate")
+    hop = max(1, int(round(frame_seconds * sample_rate / 2)))
+    length, search = 2 * hop, int(round(tolerance * hop))
+    n = tf.shape(audio)[0]
+    out_length = tf.cast(tf.round(tf.cast(n, tf.float32) / rate), tf.int32)
+    count = out_length // hop + 2
+    nominal = tf.cast(
+        tf.round(tf.range(count, dtype=tf.float32) * hop * rate), tf.int32
+    )
+    # padded[i + lead] = audio[i]; frame k starts near nominal[k] (centred
+    # on audio[nominal[k]]) and may read up to search + 2 frames further.
+    lead = search + hop
+    tail = tf.maximum(0, nominal[-1] + search + 2 * length + hop - n)
+    padded = tf.pad(audio, [[lead, tail]])
+    start = nominal + (lead - hop)
+
+    # The search is sequential (each frame continues the one chosen before
+    # it): a numpy loop, far faster than a graph loop of small ops.
+    starts = tf.numpy_function(
+        functools.partial(_wsola_starts, hop=hop, length=length, search=search),
+        [padded, start],
+        tf.int32,
+        stateful=False,
+    )
+    starts = tf.reshape(starts, [count])
+    frames = tf.gather(padded, starts[:, None] + tf.range(length)[None, :])
+    window = _hann(length)
+    stretched = tf.signal.overlap_and_add(frames * window, hop)
+    norm = tf.signal.overlap_and_add(tf.tile(window[None, :], [count, 1]), hop)
+    stretched = (stretched / tf.maximum(norm, 1e-3))[hop:]
+    missing = tf.maximum(0, out_length - tf.shape(stretched)[0])
+    return tf.pad(stretched, [[0, missing]])[:out_length]
+
+
+def pitch_shift(audio, semitones, sample_rate):
+    """Raises the pitch by `semitones` (negative lowers it) and keeps the
+    length and timing: `speed_perturb` by 2^(semitones/12), then
+    `time_stretch` back.
+
+    Returns:
+      [N] float32.
+    """
+    audio = _audio(audio)
+    _positive(sample_rate, "sample_rate")
+    factor = tf.pow(2.0, tf.cast(semitones, tf.float32) / 12.0)
+    faster = speed_perturb(audio, factor)
+    back = time_stretch(faster, 1.0 / factor, sample_rate)
+    n = tf.shape(audio)[0]
+    back = tf.pad(back, [[0, tf.maximum(0, n - tf.shape(back)[0])]])
+    return back[:n]
+
+
+def add_noise(audio, noise, snr_db):
+    """audio + noise scaled so that the ratio of their mean powers is snr_db.
+
+    Args:
+      audio: [N] float32.
+      noise: [N] float32 (see `coloured_noise`, `babble_noise`).
+      snr_db: dB, scalar.
+
+    Returns:
+      [N] float32; audio unchanged where either is silent throughout.
+    """
+    audio, noise = _audio(audio), _audio(noise, "noise")
+    speech = tf.reduce_mean(tf.square(audio))
+    power = tf.reduce_mean(tf.square(noise))
+    wanted = speech / tf.pow(10.0, tf.cast(snr_db, tf.float32) / 10.0)
+    scale = tf.where(
+        (power > 0) & (speech > 0), tf.sqrt(wanted / tf.maximum(power, 1e-30)), 0.0
+    )
+    return audio + scale * noise
+
+
+def coloured_noise(length, exponent, seed):
+    """Gaussian noise whose power falls as 1 / f^exponent: 0 white, 1 pink,
+    2 brown. Returns [length] float32 of unit mean power."""
+    white = tf.random.stateless_normal([length], seed)
+    if isinstance(exponent, (int, float)) and exponent == 0:
+        return white
+    size = tf.maximum(length, 2)
+    size = size + size % 2
+    spectrum = tf.signal.rfft(tf.pad(white, [[0, size - length]]), [size])
+    bins = tf.cast(tf.range(size // 2 + 1), tf.float32)
+    gain = tf.pow(tf.maximum(bins, 1.0), -tf.cast(exponent, tf.float32) / 2.0)
+    gain = tf.concat([[0.0], gain[1:]], 0)  # no DC
+    shaped = tf.signal.irfft(spectrum * tf.cast(gain, tf.complex64), [size])[:length]
+    return shaped / tf.sqrt(tf.maximum(tf.reduce_mean(tf.square(shaped)), 1e-30))
+
+
+def babble_noise(bank, length, seed):
+    """[length] float32 of babble: a random row of `bank` [K, S] (see
+    `make_babble_bank`) from a random start, repeated as needed."""
+    bank = tf.convert_to_tensor(bank, tf.float32)
+    k, s = tf.shape(bank)[0], tf.shape(bank)[1]
+    picks = tf.random.stateless_uniform([2], seed, 0, 2**30, dtype=tf.int32)
+    row = bank[picks[0] % k]
+    start = picks[1] % s
+    index = (start + tf.range(length)) % s
+    return tf.gather(row, index)
+
+
+def make_babble_bank(audios, count=16, seconds=4.0, talkers=(3, 6), sample_rate=8000,
+                     seed=0):  # fmt: skip
+    """Babble made of other utterances, as a numpy array [count, samples].
+
+    Each row sums `talkers` (a (min, max) range) utterances picked at random,
+    each at its own unit power and from a random start, repeated to fill
+    `seconds`.
+
+    Args:
+      audios: a list of [n] float arrays (other utterances of the corpus).
+    """
+    audios = [np.asarray(a, np.float64) for a in audios if len(a) > 0]
+    if not audios:
+        raise ValueError("audios: give at least one non-empty utterance")
+    low, high = talkers
+    if not 1 <= low <= high:
+        raise ValueError(
+            f"talkers must be (min, max) with 1 <= min <= max, got {talkers}"
+        )
+    samples = int(round(seconds * sample_rate))
+    rng = np.random.default_rng(seed)
+    bank = np.zeros([count, samples])
+    for row in bank:
+        for _ in range(rng.integers(low, high + 1)):
+            a = audios[rng.integers(len(audios))]
+            a = a / max(np.sqrt(np.mean(a**2)), 1e-12)
+            row += np.roll(np.resize(a, samples), rng.integers(samples))
+        row /= max(np.sqrt(np.mean(row**2)), 1e-12)
+    return bank.astype(np.float32)
+
+
+def gain(audio, db):
+    """audio * 10^(db / 20)."""
+    return _audio(audio) * tf.pow(10.0, tf.cast(db, tf.float32) / 20.0)
+
+
+def dc_offset(audio, offset):
+    """audio + offset (a constant, as a bad microphone input adds)."""
+    return _audio(audio) + tf.cast(offset, tf.float32)
+
+
+def synthetic_rir(rt60, sample_rate, seed, max_seconds=0.6):
+    """A room impulse response: the direct path (1.0 at sample 0), then
+    Gaussian noise decaying by 60 dB in rt60 seconds (the reverberant
+    tail, starting after 2 ms), cut at min(rt60, max_seconds).
+
+    Returns:
+      [taps] float32 with taps = round(min(rt60, max_seconds) * sample_rate) + 1.
+    """
+    rt60 = tf.cast(rt60, tf.float32)
+    taps = tf.cast(tf.round(tf.minimum(rt60, max_seconds) * sample_rate), tf.int32) + 1
+    t = tf.range(taps, dtype=tf.float32) / sample_rate
+    tail = tf.random.stateless_normal([taps], seed) * tf.exp(-_LN_1000 * t / rt60)
+    # Diffuse energy comparable to the direct path's, not 0 at first.
+    tail = tf.where(t >= 0.002, tail * tf.sqrt(3.0 / (rt60 * sample_rate)), 0.0)
+    return tf.concat([[1.0], tail[1:]], 0)
+
+
+def reverberate(audio, rir):
+    """audio convolved with rir [taps] (FFT), cut to N samples and scaled to
+    audio's mean power: the direct path stays where the speech was."""
+    audio, rir = _audio(audio), _audio(rir, "rir")
+    n, taps = tf.shape(audio)[0], tf.shape(rir)[0]
+    size = tf.cast(
+        2 ** tf.math.ceil(tf.math.log(tf.cast(n + taps, tf.float32)) / math.log(2.0)),
+        tf.int32,
+    )
+    wet = tf.signal.irfft(
+        tf.signal.rfft(audio, [size]) * tf.signal.rfft(rir, [size]), [size]
+    )[:n]
+    dry_power = tf.reduce_mean(tf.square(audio))
+    wet_power = tf.reduce_mean(tf.square(wet))
+    scale = tf.where(
+        wet_power > 0, tf.sqrt(dry_power / tf.maximum(wet_power, 1e-30)), 1.0
+    )
+    return wet * scale
+
+
+def telephone(audio, sample_rate, low_hz=300.0, high_hz=3400.0, mu_law=True):
+    """A telephone channel: band-pass low_hz..high_hz (100 Hz raised-cosine
+    edges, zero phase), then 8-bit mu-law (G.711) coding when mu_law.
+
+    Returns:
+      [N] float32 (clipped to [-1, 1] when mu_law).
+    """
+    audio = _audio(audio)
+    _positive(sample_rate, "sample_rate")
+    if not 0 <= low_hz < high_hz:
+        raise ValueError(f"need 0 <= low_hz < high_hz, got {low_hz}, {high_hz}")
+    n = tf.shape(audio)[0]
+    size = tf.maximum(n, 2)
+    size = size + size % 2
+    spectrum = tf.signal.rfft(audio, [size])
+    hz = tf.cast(tf.range(size // 2 + 1), tf.float32) * (
+        sample_rate / tf.cast(size, tf.float32)
+    )
+    edge = 100.0
+
+    def ramp(x):  # 0 below -edge/2, 1 above edge/2, raised cosine between
+        x = tf.clip_by_value(x / edge + 0.5, 0.0, 1.0)
+        return 0.5 - 0.5 * tf.cos(math.pi * x)
+
+    mask = ramp(hz - low_hz) * ramp(high_hz - hz)
+    out = tf.signal.irfft(spectrum * tf.cast(mask, tf.complex64), [size])[:n]
+    if mu_law:
+        mu = 255.0
+        x = tf.clip_by_value(out, -1.0, 1.0)
+        coded = tf.sign(x) * tf.math.log1p(mu * tf.abs(x)) / math.log1p(mu)
+        coded = tf.round((coded + 1.0) * 127.5) / 127.5 - 1.0
+        out = tf.sign(coded) * (tf.pow(1.0 + mu, tf.abs(coded)) - 1.0) / mu
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class WaveAugment:
+    """A random chain of waveform augmentations, applied in this order:
+    speed, pitch, tempo, reverberation, telephone channel, noise, gain, DC
+    offset. Each step happens with its probability (`*_prob`); its strength
+    is drawn uniformly from its range.
+
+    Attributes:
+      sample_rate: Hz of the audio.
+      speeds: speed factors picked with equal chance (Kaldi: 0.9, 1.0, 1.1).
+      pitch_prob, pitch_semitones: `pitch_shift` by +-semitones at most.
+      tempo_prob, tempo_range: `time_stretch` rate (min, max).
+      reverb_prob, rt60_range: `synthetic_rir` RT60 seconds (min, max).
+      telephone_prob: `telephone` channel.
+      noise_prob, snr_range: `add_noise` at SNR dB (min, max), the noise
+        white, pink or brown, or babble when a bank was given (then half of
+        the time).
+      gain_db: `gain` of +-gain_db dB (always; 0 turns it off).
+      dc_prob, dc_max: `dc_offset` of +-dc_max at most.
+      babble: optional [K, S] float32 bank from `make_babble_bank`.
+    """
+
+    sample_rate: int
+    speeds: tuple = (0.9, 1.0, 1.1)
+    pitch_prob: float = 0.3
+    pitch_semitones: float = 2.0
+    tempo_prob: float = 0.2
+    tempo_range: tuple = (0.9, 1.1)
+    reverb_prob: float = 0.3
+    rt60_range: tuple = (0.1, 0.6)
+    telephone_prob: float = 0.2
+    noise_prob: float = 0.5
+    snr_range: tuple = (5.0, 30.0)
+    gain_db: float = 10.0
+    dc_prob: float = 0.2
+    dc_max: float = 0.02
+    babble: object = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.sample_rate, int) or self.sample_rate <= 0:
+            raise ValueError(
+                f"sample_rate must be a positive int, got {self.sample_rate!r}"
+            )
+        speeds = tuple(self.speeds)
+        if not speeds or any(not isinstance(s, (int, float)) or s <= 0 for s in speeds):
+            raise ValueError(f"speeds must be positive factors, got {self.speeds!r}")
+        object.__setattr__(self, "speeds", speeds)
+        for name in ("pitch", "tempo", "reverb", "telephone", "noise", "dc"):
+            p = getattr(self, f"{name}_prob")
+            if not isinstance(p, (int, float)) or not 0 <= p <= 1:
+                raise ValueError(f"{name}_prob must be in [0, 1], got {p!r}")
+        for name, low_bound in (
+            ("tempo_range", 0),
+            ("rt60_range", 0),
+            ("snr_range", None),
+        ):
+            value = getattr(self, name)
+            if (
+                len(value) != 2
+                or not value[0] <= value[1]
+                or (low_bound is not None and value[0] <= low_bound)
+            ):
+                raise ValueError(
+                    f"{name} must be (min, max) with 0 < min <= max, got {value!r}"
+                )
+            object.__setattr__(self, name, tuple(float(v) for v in value))
+        for name in ("pitch_semitones", "gain_db", "dc_max"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if self.babble is not None:
+            bank = np.asarray(self.babble, np.float32)
+            if bank.ndim != 2 or bank.shape[0] < 1 or bank.shape[1] < 1:
+                raise ValueError(
+                    f"babble must be a [K, S] bank, got shape {bank.shape}"
+                )
+            object.__setattr__(self, "babble", bank)
+
+    def get_config(self):
+        """The parameters (not the babble bank) as a JSON-able dict."""
+        config = dataclasses.asdict(self)
+        config.pop("babble")
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in config.items()}
+
+    @classmethod
+    def from_config(cls, config, babble=None):
+        return cls(**config, babble=babble)
+
+    def __call__(self, audio, seed):
+        """One augmented copy of audio [N] float32; seed: [2] int tensor.
+        The length changes with speed and tempo (N / factor)."""
+        audio = _audio(audio)
+        seeds = tf.random.experimental.stateless_split(
+            tf.cast(tf.convert_to_tensor(seed), tf.int64), 16
+        )
+        draws = tf.random.stateless_uniform([16], seeds[15])
+        rate = self.sample_rate
+
+        def chance(i, p):
+            return draws[i] < p
+
+        def between(i, low, high):
+            u = tf.random.stateless_uniform([], seeds[i])
+            return low + (high - low) * u
+
+        if len(self.speeds) > 1 or self.speeds[0] != 1.0:
+            pick = tf.random.stateless_uniform(
+                [], seeds[0], 0, len(self.speeds), tf.int32
+            )
+            audio = tf.switch_case(
+                pick,
+                [
+                    functools.partial(speed_perturb, audio, s) if s != 1.0 else
+                    functools.partial(tf.identity, audio)
+                    for s in self.speeds
+                ],
+            )  # fmt: skip
+        if self.pitch_prob > 0 and self.pitch_semitones > 0:
+            shift = between(1, -self.pitch_semitones, self.pitch_semitones)
+            audio = tf.cond(
+                chance(1, self.pitch_prob),
+                lambda: pitch_shift(audio, shift, rate),
+                lambda: audio,
+            )
+        if self.tempo_prob > 0:
+            stretch = between(2, *self.tempo_range)
+            audio = tf.cond(
+                chance(2, self.tempo_prob),
+                lambda: time_stretch(audio, stretch, rate),
+                lambda: audio,
+            )
+        if self.reverb_prob > 0:
+            rt60 = between(3, *self.rt60_range)
+            audio = tf.cond(
+                chance(3, self.reverb_prob),
+                lambda: reverberate(audio, synthetic_rir(rt60, rate, seeds[4])),
+                lambda: audio,
+            )
+        if self.telephone_prob > 0:
+            audio = tf.cond(
+                chance(4, self.telephone_prob),
+                lambda: telephone(audio, rate),
+                lambda: audio,
+            )
+        if self.noise_prob > 0:
+            audio = tf.cond(
+                chance(5, self.noise_prob),
+                lambda: add_noise(
+                    audio,
+                    self._noise(tf.shape(audio)[0], seeds[5:9]),
+                    between(9, *self.snr_range),
+                ),
+                lambda: audio,
+            )
+        if self.gain_db > 0:
+            audio = gain(audio, between(10, -self.gain_db, self.gain_db))
+        if self.dc_prob > 0 and self.dc_max > 0:
+            offset = between(11, -self.dc_max, self.dc_max)
+            audio = tf.cond(
+                chance(6, self.dc_prob), lambda: dc_offset(audio, offset), lambda: audio
+            )
+        return audio
+
+    def _noise(self, length, seeds):
+        """White, pink or brown noise, or babble (half the time, when given)."""
+        colour = tf.random.stateless_uniform([], seeds[0], 0, 3, tf.int32)
+        noise = tf.switch_case(
+            colour,
+            [
+                lambda: coloured_noise(length, 0, seeds[1]),
+                lambda: coloured_noise(length, 1.0, seeds[1]),
+                lambda: coloured_noise(length, 2.0, seeds[1]),
+            ],
+        )
+        if self.babble is None:
+            return noise
+        use_babble = tf.random.stateless_uniform([], seeds[2]) < 0.5
+        return tf.cond(
+            use_babble,
+            lambda: babble_noise(self.babble, length, seeds[3]),
+            lambda: noise,
+        )
+
+
+def augment_batch(augment, audio, lengths, seed):
+    """A padded batch through `augment` (e.g. a `WaveAugment`), utterance by
+    utterance: padding is never augmented and stays zero.
+
+    Args:
+      augment: callable (audio [n], seed [2]) -> audio [m].
+      audio: [B, N] float32, padded with zeros.
+      lengths: [B] int, samples of each row.
+      seed: [2] int; row b uses a seed split from it.
+
+    Returns:
+      (audio [B, M] float32 padded with zeros, lengths [B] int32).
+    """
+    audio = tf.convert_to_tensor(audio, tf.float32)
+    if audio.shape.rank is not None and audio.shape.rank != 2:
+        raise ValueError(f"audio must be [batch, samples], got shape {audio.shape}")
+    lengths = tf.cast(lengths, tf.int32)
+    tf.debugging.assert_less_equal(
+        lengths, tf.shape(audio)[1], message="lengths must be <= audio's samples"
+    )
+    seeds = tf.random.experimental.stateless_split(
+        tf.cast(tf.convert_to_tensor(seed), tf.int64), tf.shape(audio)[0]
+    )
+
+    def one(args):
+        row, n, row_seed = args
+        out = augment(row[:n], row_seed)
+        return tf.RaggedTensor.from_tensor(out[None, :]), tf.shape(out)[0]
+
+    rows, new_lengths = tf.map_fn(
+        one,
+        (audio, lengths, seeds),
+        fn_output_signature=(
+            tf.RaggedTensorSpec([1, None], tf.float32, ragged_rank=1),
+            tf.int32,
+        ),
+    )
+    return rows.merge_dims(1, 2).to_tensor(), new_lengths
