@@ -15,10 +15,11 @@ from tf_transducer.data import (
     CharacterAlphabet,
     SubwordEncoder,
     load_text_encoder,
+    probe,
     read_manifest,
     resample,
 )
-from tf_transducer.data.corpora import manifest
+from tf_transducer.data.corpora import make_real_digits, manifest
 
 
 def test_alphabet_round_trip_and_blank():
@@ -136,3 +137,30 @@ def test_digits_corpus_regenerates_byte_for_byte():
         text=True,
     )
     assert "0 files differ" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(
+    not all(os.path.exists(p) for p in (make_real_digits.ASTERISK,
+                                        make_real_digits.TIDIGITS)),
+    reason="needs Debian's asterisk-core-sounds-en-wav and pocketsphinx-testdata",
+)  # fmt: skip
+def test_real_digits_regenerate_byte_for_byte():
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_transducer.data.corpora.make_real_digits",
+         "--check"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert "0 files differ" in result.stdout, result.stdout + result.stderr
+
+
+def test_real_digits_are_held_out_human_recordings():
+    utterances = read_manifest(manifest("digits_real"))
+    assert len(utterances) == 25
+    words = set(make_real_digits.WORDS) | {"oh"}
+    assert all(set(u.transcript.split()) <= words for u in utterances)
+    assert any("oh" in u.transcript.split() for u in utterances)
+    train = {os.path.basename(u.path) for u in read_manifest(manifest("digits_train"))}
+    assert not train & {os.path.basename(u.path) for u in utterances}
+    rates = {probe(u.path).sample_rate for u in utterances}
+    assert rates == {8000, 16000}  # the TIDIGITS file keeps its 16 kHz

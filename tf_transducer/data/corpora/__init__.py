@@ -13,13 +13,14 @@ import os
 ENV_VAR = "TF_TRANSDUCER_CORPORA"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-CORPORA = ("librivox", "digits")
+CORPORA = ("librivox", "digits", "digits_real")
 MANIFESTS = {
     "librivox": "librivox/librivox.csv",
     "librivox_jsonl": "librivox/librivox.jsonl",
     "digits_train": "digits/train.csv",
     "digits_dev": "digits/dev.csv",
     "digits_test": "digits/test.csv",
+    "digits_real": "digits_real/real.csv",
 }
 
 

@@ -3,10 +3,13 @@
 
 Each utterance is a random string of 3 to 6 digits read as words ("four seven
 two"), synthesised by espeak-ng or flite (Debian packages `espeak-ng`, `flite`)
-in one of 47 voices at a random speed, resampled to 8 kHz (float64
-windowed-sinc, tf_transducer.data.resample), trimmed to the speech plus 0.1 s
-on each side, and stored as 16-bit FLAC. The split is by voice, so that dev
-and test voices are never heard in training.
+at a random speed, resampled to 8 kHz (float64 windowed-sinc,
+tf_transducer.data.resample), trimmed to the speech plus 0.1 s on each side,
+and stored as 16-bit FLAC. The split is by voice, so that dev and test voices
+are never heard in training. Training has 76 voices (72 espeak-ng variants
+across 8 English accents, 4 flite voices), each utterance at a random pitch
+(and, for espeak-ng, word gap), with "oh" for some zeros; dev and test
+(3 voices each) are as they were first made, so results stay comparable.
 
 Everything is seeded: with the same espeak-ng / flite / libsndfile versions
 the script rewrites the committed files byte for byte (it checks the ones it
@@ -36,24 +39,34 @@ CHECK = flags.DEFINE_bool(
 )
 
 RATE = 8000
-PER_VOICE = {"train": 9, "dev": 18, "test": 18}
+PER_VOICE = {"train": 5, "dev": 18, "test": 18}
+FLITE_TRAIN_PER_VOICE = 40
 WORDS = "zero one two three four five six seven eight nine".split()
 # (engine, voice): espeak-ng "language+variant", or a flite voice. Dev and
 # test voices are never heard in training, and neither are their espeak
 # variants (f2, f3, f4, m3, m8) with any accent.
 _ACCENTS = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-029",
             "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-us-nyc"]  # fmt: skip
+# espeak-ng 1.51's variants, less the dev / test ones and the robots,
+# whispers and croaks that no person sounds like.
 _TRAIN_VARIANTS = ["m1", "m2", "m4", "m5", "m6", "m7", "f1", "f5", "klatt", "klatt2",
-                   "klatt3", "klatt4", "Alex", "Andy", "Annie", "Denis", "Gene",
-                   "Jacky", "Lee", "Mario", "Michael", "Storm", "adam", "anika",
-                   "boris", "caleb", "david", "ed", "edward", "iven", "john", "linda",
-                   "max", "norbert", "paul", "pedro", "quincy", "steph"]  # fmt: skip
+                   "klatt3", "klatt4", "klatt5", "klatt6", "Alex", "Alicia",
+                   "Andrea", "Andy", "Annie", "AnxiousAndy", "antonio", "aunty",
+                   "belinda", "benjamin", "Denis", "Diogo", "Gene", "Gene2",
+                   "gustave", "Henrique", "Hugo", "Jacky", "Lee", "Mario", "Marco",
+                   "marcelo", "Michael", "Mike", "Mr", "Nguyen", "Storm", "adam",
+                   "anika", "announcer", "boris", "caleb", "david", "ed", "edward",
+                   "edward2", "grandma", "grandpa", "iven", "iven2", "iven3", "john",
+                   "linda", "max", "norbert", "pablo", "paul", "pedro", "quincy",
+                   "rob", "robert", "sandro", "shelby", "steph", "steph2", "travis",
+                   "victor", "zac"]  # fmt: skip
+_FLITE_TRAIN = ["kal", "kal16", "awb", "slt"]
 VOICES = {
     "train": [
         ("espeak", f"{_ACCENTS[i % len(_ACCENTS)]}+{v}")
         for i, v in enumerate(_TRAIN_VARIANTS)
     ]
-    + [("flite", "kal16"), ("flite", "awb"), ("flite", "slt")],  # fmt: skip
+    + [("flite", v) for v in _FLITE_TRAIN],
     "dev": [
         ("espeak", "en-us+f3"),
         ("espeak", "en-gb-x-gbcwmd+m3"),
@@ -65,17 +78,27 @@ VOICES = {
         ("espeak", "en-us-nyc+f2"),
     ],
 }
+# Training utterances vary more than the dev / test ones (which are kept as
+# they were, so that results stay comparable): espeak pitch and word gaps,
+# flite pitch, and "oh" for zero as people say it.
+OH_CHANCE = 0.3
 
 
-def synthesise(engine, voice, text, rng, workdir):
-    """float64 samples at RATE of `text` read by one voice."""
+def synthesise(engine, voice, text, rng, workdir, varied=False):
+    """float64 samples at RATE of `text` read by one voice (varied: with a
+    random pitch and word gap too)."""
     wav = os.path.join(workdir, "out.wav")
     if engine == "espeak":
-        speed = int(rng.integers(130, 191))
-        command = ["espeak-ng", "-v", voice, "-s", str(speed), "-w", wav, text]
+        speed = int(rng.integers(130, 191) if not varied else rng.integers(115, 196))
+        command = ["espeak-ng", "-v", voice, "-s", str(speed)]
+        if varied:
+            command += ["-p", str(rng.integers(20, 81)), "-g", str(rng.integers(0, 9))]
+        command += ["-w", wav, text]
     else:
         stretch = f"{rng.uniform(0.85, 1.2):.3f}"
         command = ["flite", "-voice", voice, "--setf", f"duration_stretch={stretch}"]
+        if varied:
+            command += ["--setf", f"int_f0_target_mean={rng.integers(80, 231)}"]
         command += ["-t", text, "-o", wav]
     subprocess.run(command, check=True, capture_output=True)
     audio, rate = sf.read(wav, dtype="float64")
@@ -99,18 +122,28 @@ def flac_bytes(audio):
 
 
 def utterances():
-    """(split, file name, transcript, engine, voice, rng) for every utterance."""
+    """(split, file name, transcript, engine, voice, rng, varied) for every
+    utterance."""
     for split, voices in VOICES.items():
         for engine, voice in voices:
             key = f"{engine}:{voice}".encode()
+            if split == "train":
+                key += b":varied"
             seed = int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
             rng = np.random.default_rng(seed)
             tag = voice.replace("+", "_")
-            for i in range(PER_VOICE[split]):
+            count = PER_VOICE[split]
+            if split == "train" and engine == "flite":
+                count = FLITE_TRAIN_PER_VOICE
+            for i in range(count):
                 digits = rng.integers(0, 10, size=rng.integers(3, 7))
-                text = " ".join(WORDS[d] for d in digits)
+                words = [WORDS[d] for d in digits]
+                if split == "train":
+                    oh = rng.random(len(words)) < OH_CHANCE
+                    pairs = zip(words, oh, strict=True)
+                    words = ["oh" if w == "zero" and o else w for w, o in pairs]
                 name = f"{split}/{engine}_{tag}_{i:02d}.flac"
-                yield split, name, text, engine, voice, rng
+                yield split, name, " ".join(words), engine, voice, rng, split == "train"
 
 
 def main(argv):
@@ -121,8 +154,9 @@ def main(argv):
     rows = {split: [] for split in VOICES}
     differ = []
     with tempfile.TemporaryDirectory() as workdir:
-        for split, name, text, engine, voice, rng in utterances():
-            data = flac_bytes(trim(synthesise(engine, voice, text, rng, workdir)))
+        for split, name, text, engine, voice, rng, varied in utterances():
+            audio = synthesise(engine, voice, text, rng, workdir, varied)
+            data = flac_bytes(trim(audio))
             path = os.path.join(OUT.value, name)
             if CHECK.value:
                 with open(path, "rb") as f:
