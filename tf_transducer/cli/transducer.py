@@ -65,6 +65,14 @@ define(
     "default",
     "SpecAugment: default, none, LB, LD, SM, SS.",
 )
+define(
+    "enum",
+    "wave_augment",
+    "default",
+    ["default", "none"],
+    "Waveform augmentation of the training audio (speed, pitch, tempo, "
+    "reverberation, telephone band, noise, babble, gain, DC): default or none.",
+)
 define("integer", "random_seed", 0, "Seed of weights, shuffling, augmentation.")
 define_distribution()
 define(
@@ -172,6 +180,7 @@ def main(argv):
                 stack=FLAGS.stack,
                 predictor=FLAGS.predictor,
                 augment=FLAGS.transducer_augment,
+                wave_augment=FLAGS.wave_augment,
                 seed=FLAGS.random_seed,
                 skip_bad=FLAGS.skip_bad,
                 distribution=FLAGS.distribution,

@@ -130,6 +130,7 @@ def fit(
     summary_dir=None,
     callbacks=(),
     verbose=1,
+    augment=None,
 ):
     """Trains `model_fn()` on this worker's `train_data`; returns (model,
     {"loss": [...], "val_loss": [...], ...} of the epochs this call ran).
@@ -151,6 +152,8 @@ def fit(
       max_steps_per_epoch: cap on the steps of an epoch.
       callbacks: more Keras callbacks (every worker, after the run's own).
       verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
+      augment: optional waveform augmentation of the training batches (see
+        `SpeechDataset.dataset`), seeded by the epoch's seed.
     """
     chief = is_chief(strategy)
     steps = steps_per_epoch(train_data, batch_size, strategy, max_steps_per_epoch)
@@ -161,7 +164,10 @@ def fit(
     def dataset_fn(context, epoch):
         per_replica = context.get_per_replica_batch_size(batch_size)
         data = train_data.dataset(
-            per_replica, seed=epoch_seed(seed, epoch), bucket_boundaries="auto"
+            per_replica,
+            seed=epoch_seed(seed, epoch),
+            bucket_boundaries="auto",
+            augment=augment,
         )
         return keras_pairs(data.repeat())
 

@@ -44,6 +44,25 @@ AUGMENT_DEFAULT = dict(
     time_warp_max_ratio=0.1,
 )
 TEXT_ENCODERS = ("chars", "words", "subwords")
+# Waveform augmentation of the training audio (`WaveAugment`'s parameters,
+# and "babble": mix in babble made of 64 training utterances).
+WAVE_AUGMENT_DEFAULT = dict(
+    speeds=[0.9, 1.0, 1.1],
+    pitch_prob=0.3,
+    pitch_semitones=2.0,
+    tempo_prob=0.2,
+    tempo_range=[0.9, 1.1],
+    reverb_prob=0.3,
+    rt60_range=[0.1, 0.6],
+    telephone_prob=0.2,
+    noise_prob=0.5,
+    snr_range=[5.0, 30.0],
+    gain_db=10.0,
+    dc_prob=0.2,
+    dc_max=0.02,
+    babble=True,
+)
+BABBLE_UTTERANCES = 64
 
 
 def manifest_list(value, name):
@@ -134,6 +153,7 @@ def train(
     stack=3,
     predictor="stateless",
     augment="default",
+    wave_augment="default",
     seed=0,
     skip_bad=False,
     distribution="auto",
@@ -163,6 +183,10 @@ def train(
       encoder_units, encoder_layers, stack, predictor: the model.
       augment: "default" (AUGMENT_DEFAULT), "none", a SpecAugment policy
         name (LB, LD, SM, SS) or a dict of SpecAugment arguments.
+      wave_augment: augmentation of the training audio before its features:
+        "default" (WAVE_AUGMENT_DEFAULT: speed, pitch, tempo, reverberation,
+        telephone band, noise and babble, gain, DC offset), "none", or a
+        dict of `WaveAugment` arguments (with "babble": bool).
       skip_bad: drop (and count) unusable items instead of failing.
       distribution: see `strategy_from_environment` ("auto": TF_CONFIG
         naming several workers -> multi-worker); or give `strategy`.
@@ -188,6 +212,7 @@ def train(
         augment = AUGMENT_DEFAULT
     elif augment == "none":
         augment = None
+    wave_config = wave_augment_config(wave_augment)
     model_config = dict(
         vocab_size=encoder.vocab_size,
         feature_dim=n_mels,
@@ -210,6 +235,7 @@ def train(
             text_encoder=text_encoder,
             vocab_size=vocab_size,
             max_duration=max_duration,
+            wave_augment=wave_config,
         ),
         training=dict(
             epochs=epochs,
@@ -238,6 +264,7 @@ def train(
         )  # fmt: skip
     if chief:
         save_text_encoder(encoder, run_dir.file(ENCODER_FILE))
+    wave = make_wave_augment(wave_config, train_manifests, sample_rate, seed)
 
     def model_fn(steps):
         model = Transducer(**model_config)
@@ -270,8 +297,50 @@ def train(
         early_stopping=(max(5, epochs // 5), 0.0) if dev_data is not None else None,
         callbacks=callbacks,
         verbose=verbose,
+        augment=wave,
     )
     return model, encoder, history
+
+
+def wave_augment_config(wave_augment):
+    """The waveform augmentation's parameters (a dict, or None for none)."""
+    from tf_transducer.data.augment import WaveAugment
+
+    if wave_augment == "none" or wave_augment is None:
+        return None
+    if wave_augment == "default":
+        wave_augment = WAVE_AUGMENT_DEFAULT
+    if not isinstance(wave_augment, dict):
+        raise ValueError(
+            'wave_augment must be "default", "none" or a dict of WaveAugment '
+            f"arguments, got {wave_augment!r}"
+        )
+    params = dict(wave_augment)
+    babble = params.pop("babble", False)
+    if not isinstance(babble, bool):
+        raise ValueError(f"wave_augment: babble must be true or false, got {babble!r}")
+    try:  # checks every argument
+        config = WaveAugment(sample_rate=8000, **params).get_config()
+    except TypeError as error:
+        raise ValueError(f"wave_augment: {error}") from None
+    del config["sample_rate"]
+    return {**config, "babble": babble}
+
+
+def make_wave_augment(config, manifests, sample_rate, seed):
+    """The `WaveAugment` of a wave_augment config (None: none), its babble
+    made of BABBLE_UTTERANCES training utterances."""
+    from tf_transducer.data import calibration_audio
+    from tf_transducer.data.augment import WaveAugment, make_babble_bank
+
+    if config is None:
+        return None
+    params = dict(config)
+    bank = None
+    if params.pop("babble"):
+        talkers = calibration_audio(manifests, sample_rate, BABBLE_UTTERANCES)
+        bank = make_babble_bank(talkers, sample_rate=sample_rate, seed=seed)
+    return WaveAugment(sample_rate=sample_rate, babble=bank, **params)
 
 
 def decode_batch(model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85):

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The transducer recipe's waveform augmentation setting."""
+
+import numpy as np
+import pytest
+
+from tf_transducer.data import WaveAugment
+from tf_transducer.data.corpora import manifest
+from tf_transducer.training import transducer_recipe as recipe
+
+
+def test_default_and_none():
+    config = recipe.wave_augment_config("default")
+    assert config["babble"] is True and config["speeds"] == [0.9, 1.0, 1.1]
+    assert recipe.wave_augment_config("none") is None
+    assert recipe.wave_augment_config(None) is None
+    assert recipe.make_wave_augment(None, [], 8000, 0) is None
+
+
+def test_the_augmenter_and_its_babble_come_from_the_training_manifests():
+    config = recipe.wave_augment_config(dict(noise_prob=1.0, babble=True))
+    wave = recipe.make_wave_augment(config, [manifest("digits_dev")], 8000, 0)
+    assert isinstance(wave, WaveAugment) and wave.sample_rate == 8000
+    assert wave.noise_prob == 1.0 and wave.babble.shape == (16, 32000)
+    np.testing.assert_allclose(np.sqrt((wave.babble**2).mean(axis=1)), 1, rtol=1e-4)
+    again = recipe.make_wave_augment(config, [manifest("digits_dev")], 8000, 0)
+    np.testing.assert_array_equal(wave.babble, again.babble)
+    plain = recipe.make_wave_augment(
+        recipe.wave_augment_config(dict(babble=False)), [], 8000, 0
+    )
+    assert plain.babble is None
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("loud", "wave_augment must be"),
+        (dict(noise_prob=2.0), "noise_prob"),
+        (dict(volume=3), "wave_augment: .*volume"),
+        (dict(babble="yes"), "babble"),
+    ],
+)
+def test_bad_settings_are_named(value, message):
+    with pytest.raises(ValueError, match=message):
+        recipe.wave_augment_config(value)
