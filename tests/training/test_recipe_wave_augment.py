@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The transducer recipe's waveform augmentation setting."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -8,10 +10,14 @@ from tf_transducer.data import WaveAugment
 from tf_transducer.data.corpora import manifest
 from tf_transducer.training import transducer_recipe as recipe
 
+WAVE = dict(noise_prob=1.0, reverb_prob=0.5, pitch_prob=0.5, babble=True)
+
 
 def test_default_and_none():
     config = recipe.wave_augment_config("default")
     assert config["babble"] is True and config["speeds"] == [0.9, 1.0, 1.1]
+    assert config["warmup_epochs"] == 10
+    assert recipe.wave_augment_config(dict(babble=False))["warmup_epochs"] == 0
     assert recipe.wave_augment_config("none") is None
     assert recipe.wave_augment_config(None) is None
     assert recipe.make_wave_augment(None, [], 8000, 0) is None
@@ -38,8 +44,30 @@ def test_the_augmenter_and_its_babble_come_from_the_training_manifests():
         (dict(noise_prob=2.0), "noise_prob"),
         (dict(volume=3), "wave_augment: .*volume"),
         (dict(babble="yes"), "babble"),
+        (dict(warmup_epochs=-1), "warmup_epochs"),
+        (dict(warmup_epochs=2.5), "warmup_epochs"),
     ],
 )
 def test_bad_settings_are_named(value, message):
     with pytest.raises(ValueError, match=message):
         recipe.wave_augment_config(value)
+
+
+def test_training_with_augmentation_is_repeatable(tmp_path):
+    kwargs = dict(
+        text_encoder="words",
+        sample_rate=8000,
+        n_mels=20,
+        encoder_units=8,
+        epochs=2,
+        wave_augment=dict(WAVE, warmup_epochs=1),
+        verbose=0,
+    )
+    runs = [
+        recipe.train([manifest("digits_dev")], str(tmp_path / name), **kwargs)[2]
+        for name in ("a", "b")
+    ]
+    assert runs[0]["loss"] == runs[1]["loss"]  # epoch 2 augmented, the same
+    with open(tmp_path / "a" / "run.json") as f:
+        saved = json.load(f)["config"]["data"]["wave_augment"]
+    assert saved["warmup_epochs"] == 1 and saved["noise_prob"] == 1.0

@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 _LN_1000 = math.log(1000.0)  # 60 dB of amplitude decay
+PITCH_STEPS = 4  # WaveAugment's pitch shifts each way
 
 
 def _audio(audio, name="audio"):
@@ -212,7 +213,12 @@ def pitch_shift(audio, semitones, sample_rate):
     """
     audio = _audio(audio)
     _positive(sample_rate, "sample_rate")
-    factor = tf.pow(2.0, tf.cast(semitones, tf.float32) / 12.0)
+    if isinstance(semitones, (int, float, np.number)):
+        # A ratio of small integers (within 0.003 semitones): the fast path.
+        ratio = fractions.Fraction(2 ** (float(semitones) / 12)).limit_denominator(100)
+        factor = float(ratio)
+    else:
+        factor = tf.pow(2.0, tf.cast(semitones, tf.float32) / 12.0)
     faster = speed_perturb(audio, factor)
     back = time_stretch(faster, 1.0 / factor, sample_rate)
     n = tf.shape(audio)[0]
@@ -392,7 +398,8 @@ class WaveAugment:
     Attributes:
       sample_rate: Hz of the audio.
       speeds: speed factors picked with equal chance (Kaldi: 0.9, 1.0, 1.1).
-      pitch_prob, pitch_semitones: `pitch_shift` by +-semitones at most.
+      pitch_prob, pitch_semitones: `pitch_shift` by one of PITCH_STEPS
+        shifts each way, evenly spaced up to +-pitch_semitones.
       tempo_prob, tempo_range: `time_stretch` rate (min, max).
       reverb_prob, rt60_range: `synthetic_rir` RT60 seconds (min, max).
       telephone_prob: `telephone` channel.
@@ -500,10 +507,14 @@ class WaveAugment:
                 ],
             )  # fmt: skip
         if self.pitch_prob > 0 and self.pitch_semitones > 0:
-            shift = between(1, -self.pitch_semitones, self.pitch_semitones)
+            # PITCH_STEPS shifts each way, evenly spaced up to pitch_semitones.
+            shifts = np.linspace(-1, 1, 2 * PITCH_STEPS + 1) * self.pitch_semitones
+            shifts = [float(s) for s in shifts if s != 0]
+            pick = tf.random.stateless_uniform([], seeds[1], 0, len(shifts), tf.int32)
+            branches = [functools.partial(pitch_shift, audio, s, rate) for s in shifts]
             audio = tf.cond(
                 chance(1, self.pitch_prob),
-                lambda: pitch_shift(audio, shift, rate),
+                lambda: tf.switch_case(pick, branches),
                 lambda: audio,
             )
         if self.tempo_prob > 0:

@@ -131,6 +131,7 @@ def fit(
     callbacks=(),
     verbose=1,
     augment=None,
+    augment_from_epoch=0,
 ):
     """Trains `model_fn()` on this worker's `train_data`; returns (model,
     {"loss": [...], "val_loss": [...], ...} of the epochs this call ran).
@@ -154,6 +155,8 @@ def fit(
       verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
       augment: optional waveform augmentation of the training batches (see
         `SpeechDataset.dataset`), seeded by the epoch's seed.
+      augment_from_epoch: the first epoch (0-based) augmented: the model
+        first learns to align clean audio.
     """
     chief = is_chief(strategy)
     steps = steps_per_epoch(train_data, batch_size, strategy, max_steps_per_epoch)
@@ -167,7 +170,7 @@ def fit(
             per_replica,
             seed=epoch_seed(seed, epoch),
             bucket_boundaries="auto",
-            augment=augment,
+            augment=augment if epoch >= augment_from_epoch else None,
         )
         return keras_pairs(data.repeat())
 
