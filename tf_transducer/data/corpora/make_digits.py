@@ -18,9 +18,7 @@ finds and says which differ).
 Usage: python -m tf_transducer.data.corpora.make_digits [--out DIR] [--check]
 """
 
-import csv
 import hashlib
-import io
 import os
 import shutil
 import subprocess
@@ -30,6 +28,8 @@ import numpy as np
 import soundfile as sf
 from absl import app, flags
 
+from tf_transducer.data.corpora import _writing
+from tf_transducer.data.corpora._writing import trim, write_corpus
 from tf_transducer.data.resample import resample
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,18 +107,10 @@ def synthesise(engine, voice, text, rng, workdir, varied=False):
     return resample(audio, int(rate), RATE)
 
 
-def trim(audio, margin=0.1, threshold=0.02):
-    """The span above threshold * peak, plus `margin` seconds each side."""
-    loud = np.flatnonzero(np.abs(audio) > threshold * np.abs(audio).max())
-    pad = int(margin * RATE)
-    return audio[max(loud[0] - pad, 0) : loud[-1] + pad + 1]
-
-
 def flac_bytes(audio):
-    pcm = np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
-    buffer = io.BytesIO()
-    sf.write(buffer, pcm, RATE, format="FLAC", subtype="PCM_16")
-    return buffer.getvalue()
+    """16-bit FLAC of float samples at RATE, trimmed to the speech + 0.1 s."""
+    pcm = np.clip(np.round(trim(audio, RATE, 0.1) * 32767), -32768, 32767)
+    return _writing.flac_bytes(pcm.astype(np.int16), RATE)
 
 
 def utterances():
@@ -151,32 +143,17 @@ def main(argv):
     for tool in ("espeak-ng", "flite"):
         if shutil.which(tool) is None:
             raise app.UsageError(f"{tool} not found: apt-get install espeak-ng flite")
-    rows = {split: [] for split in VOICES}
-    differ = []
     with tempfile.TemporaryDirectory() as workdir:
-        for split, name, text, engine, voice, rng, varied in utterances():
-            audio = synthesise(engine, voice, text, rng, workdir, varied)
-            data = flac_bytes(trim(audio))
-            path = os.path.join(OUT.value, name)
-            if CHECK.value:
-                with open(path, "rb") as f:
-                    if f.read() != data:
-                        differ.append(name)
-                continue
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-            rows[split].append((name, len(data), text))
-    if CHECK.value:
-        print(f"{len(differ)} files differ" + (f": {differ}" if differ else ""))
-        return 1 if differ else 0
-    for split, items in rows.items():
-        with open(os.path.join(OUT.value, f"{split}.csv"), "w", newline="") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(["wav_filename", "wav_filesize", "transcript"])
-            writer.writerows(items)
-        print(f"{split}: {len(items)} utterances")
-    return 0
+        items = (
+            (
+                f"{split}.csv",
+                name,
+                flac_bytes(synthesise(e, v, text, rng, workdir, varied)),
+                text,
+            )
+            for split, name, text, e, v, rng, varied in utterances()
+        )
+        return write_corpus(OUT.value, items, CHECK.value)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,13 @@ committed files byte for byte (`--check` compares instead).
 Usage: python -m tf_transducer.data.corpora.make_real_digits [--out DIR] [--check]
 """
 
-import csv
-import io
 import os
 
 import numpy as np
 import soundfile as sf
 from absl import app, flags
+
+from tf_transducer.data.corpora._writing import flac_bytes, trim, write_corpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = flags.DEFINE_string("out", os.path.join(HERE, "digits_real"), "Output folder.")
@@ -33,19 +33,6 @@ ASTERISK = "/usr/share/asterisk/sounds/en/digits"
 TIDIGITS = "/usr/share/pocketsphinx/test/data/tidigits/dhd.2934z.raw"
 WORDS = "zero one two three four five six seven eight nine".split()
 STRINGS, SEED = 24, 2026
-
-
-def _speech(audio, rate, margin, threshold=0.02):
-    """The span above threshold * peak, plus `margin` seconds each side."""
-    loud = np.flatnonzero(np.abs(audio) > threshold * np.abs(audio).max())
-    pad = int(margin * rate)
-    return audio[max(loud[0] - pad, 0) : loud[-1] + pad + 1]
-
-
-def _flac(pcm, rate):
-    buffer = io.BytesIO()
-    sf.write(buffer, pcm, rate, format="FLAC", subtype="PCM_16")
-    return buffer.getvalue()
 
 
 def files():
@@ -63,14 +50,14 @@ def files():
         digits = rng.integers(0, 10, size=rng.integers(3, 7))
         words = [WORDS[d] for d in digits]
         words = ["oh" if w == "zero" and rng.random() < 0.5 else w for w in words]
-        parts = [_speech(recordings[w], 8000, rng.uniform(0.03, 0.12)) for w in words]
+        parts = [trim(recordings[w], 8000, rng.uniform(0.03, 0.12)) for w in words]
         yield (
             f"asterisk_allison_{i:02d}.flac",
-            _flac(np.concatenate(parts), 8000),
+            flac_bytes(np.concatenate(parts), 8000),
             " ".join(words),
         )
     pcm = np.fromfile(TIDIGITS, dtype="<i2")
-    yield "tidigits_dhd_2934z.flac", _flac(pcm, 16000), "two nine three four zero"
+    yield "tidigits_dhd_2934z.flac", flac_bytes(pcm, 16000), "two nine three four zero"
 
 
 def main(argv):
@@ -81,27 +68,8 @@ def main(argv):
                 f"{path} not found: apt-get install asterisk-core-sounds-en-wav "
                 "pocketsphinx-testdata"
             )
-    rows, differ = [], []
-    os.makedirs(OUT.value, exist_ok=True)
-    for name, data, text in files():
-        path = os.path.join(OUT.value, name)
-        if CHECK.value:
-            with open(path, "rb") as f:
-                if f.read() != data:
-                    differ.append(name)
-            continue
-        with open(path, "wb") as f:
-            f.write(data)
-        rows.append((name, len(data), text))
-    if CHECK.value:
-        print(f"{len(differ)} files differ" + (f": {differ}" if differ else ""))
-        return 1 if differ else 0
-    with open(os.path.join(OUT.value, "real.csv"), "w", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["wav_filename", "wav_filesize", "transcript"])
-        writer.writerows(rows)
-    print(f"{len(rows)} utterances")
-    return 0
+    items = (("real.csv", *item) for item in files())
+    return write_corpus(OUT.value, items, CHECK.value)
 
 
 if __name__ == "__main__":
