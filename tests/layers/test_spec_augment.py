@@ -277,9 +277,32 @@ def test_inference_is_the_identity_and_exports_to_tflite():
     np.testing.assert_allclose(got, model(x, training=False), atol=1e-5)
 
 
+def test_start_step_passes_features_unchanged_before_it():
+    x, lengths = features()
+    layer = SpecAugment(freq_mask_max_bins=10, freq_mask_count=2, start_step=3, seed=1)
+    for step in (0, 2):
+        np.testing.assert_array_equal(layer(x, lengths, training=True, step=step), x)
+    assert not np.array_equal(layer(x, lengths, training=True, step=3), x)
+    counting = SpecAugment(freq_mask_max_bins=10, freq_mask_count=2, start_step=2)
+    outputs = [counting(x, lengths, training=True).numpy() for _ in range(3)]
+    np.testing.assert_array_equal(outputs[0], x)  # its own count: calls 1, 2
+    np.testing.assert_array_equal(outputs[1], x)
+    assert not np.array_equal(outputs[2], x)
+    assert SpecAugment.from_config(layer.get_config()).start_step == 3
+
+
+def test_from_arg():
+    assert SpecAugment.from_arg(None) is None
+    assert SpecAugment.from_arg("LB").freq_mask_max_bins == 27
+    assert SpecAugment.from_arg(dict(time_mask_count=3)).time_mask_count == 3
+    with pytest.raises(ValueError, match="augment must be None, a preset name"):
+        SpecAugment.from_arg(3)
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [
+        (dict(start_step=-1), "start_step must be an int >= 0"),
         (dict(freq_mask_max_bins=-1), "freq_mask_max_bins must be an int >= 0"),
         (dict(time_mask_count=1.5), "time_mask_count must be an int >= 0"),
         (dict(time_mask_max_ratio=1.5), r"time_mask_max_ratio must lie in \[0, 1\]"),

@@ -411,6 +411,9 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         s ~ U(0, max); freq_noise_warmup_steps: s ramps up linearly over this
         many training steps (the `step` call argument, e.g. the optimizer's
         `iterations`, or else the layer's own count of training calls).
+      start_step: features pass unchanged until this training step (same
+        count as above): a model trained from scratch first learns to align
+        clean features (0: augment from the first step).
       unstack, stack_height: features of stack_height stacked frames
         ([B, T, stack_height * F]) are unstacked to [B, stack_height * T, F]
         for the augmentation and restacked after.
@@ -428,7 +431,8 @@ class SpecAugment(ListLengths, keras.layers.Layer):
       domain_ids: optional int [B], each utterance's domain (needed when
         `domain_ids` has several entries).
       training: augment only when True.
-      step: optional int scalar training step for the noise warm-up.
+      step: optional int scalar training step for the noise warm-up and
+        start_step.
 
     Returns:
       The augmented features, same shape and dtype.
@@ -458,6 +462,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         gaussian_noise=False,
         freq_noise_max_stddev=0.0,
         freq_noise_warmup_steps=0,
+        start_step=0,
         unstack=False,
         stack_height=3,
         domain_ids=(0,),
@@ -510,6 +515,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
             setattr(self, name, value if not isinstance(value, tuple) else list(value))
         for name, value, least in (
             ("freq_noise_warmup_steps", freq_noise_warmup_steps, 0),
+            ("start_step", start_step, 0),
             ("stack_height", stack_height, 1),
         ):
             if not isinstance(value, int) or value < least:
@@ -517,6 +523,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         self.use_noise = bool(use_noise)
         self.gaussian_noise = bool(gaussian_noise)
         self.freq_noise_warmup_steps = freq_noise_warmup_steps
+        self.start_step = start_step
         self.unstack = bool(unstack)
         self.stack_height = stack_height
         self.domain_ids = domain_ids
@@ -531,6 +538,21 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
         return cls(**{**PRESETS[name], **overrides})
+
+    @classmethod
+    def from_arg(cls, augment):
+        """The layer of a model's `augment` argument: None (no layer), a
+        preset name or a dict of arguments."""
+        if augment is None:
+            return None
+        if isinstance(augment, str):
+            return cls.from_preset(augment)
+        if not isinstance(augment, dict):
+            raise ValueError(
+                "augment must be None, a preset name or a dict of SpecAugment "
+                f"arguments, got {augment!r}"
+            )
+        return cls(**augment)
 
     def build(self, features_shape, *args, **kwargs):
         rank = len(features_shape)
@@ -548,7 +570,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
                 f"unstack: the feature size {features_shape[2]} is not a multiple "
                 f"of stack_height={self.stack_height}"
             )
-        if self.freq_noise_warmup_steps:
+        if self.freq_noise_warmup_steps or self.start_step:
             self.step = self.add_weight(
                 shape=(),
                 initializer="zeros",
@@ -578,6 +600,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
             draws = Draws(seed=input_seed(x, lengths))
         else:
             draws = Draws(self.seed_generator)
+        step, earlier = self._training_step(step)
         weight = self._noise_weight(step)
         if len(self.domain_ids) == 1 and domain_ids is None:
             out = self._augment(x, lengths, draws, self._domain_params[0], weight)
@@ -594,16 +617,27 @@ class SpecAugment(ListLengths, keras.layers.Layer):
                 )
                 chosen = tf.reshape(tf.equal(domain_ids, domain), [-1, 1, 1, 1])
                 out = tf.where(chosen, augmented, out)
+        if self.start_step:
+            out = tf.where(earlier >= self.start_step, out, x)
         if features.shape.rank == 3:
             out = out[..., 0]
         return tf.cast(out, features.dtype)
 
+    def _training_step(self, step):
+        """(this call's step for the noise warm-up, the training steps taken
+        before it): from `step` (e.g. the optimizer's iterations), else from
+        the layer's count of training calls; (None, None) without warm-ups."""
+        if not (self.freq_noise_warmup_steps or self.start_step):
+            return None, None
+        if step is None:
+            self.step.assign_add(1)
+            count = tf.cast(self.step, tf.int64)
+            return count, count - 1
+        return step, tf.cast(step, tf.int64)
+
     def _noise_weight(self, step):
         if not self.freq_noise_warmup_steps:
             return 1.0
-        if step is None:
-            self.step.assign_add(1)
-            step = self.step
         step = tf.cast(step, tf.float32)
         warmup = float(self.freq_noise_warmup_steps)
         return tf.minimum(step, warmup) / warmup
@@ -657,6 +691,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
             use_noise=self.use_noise,
             gaussian_noise=self.gaussian_noise,
             freq_noise_warmup_steps=self.freq_noise_warmup_steps,
+            start_step=self.start_step,
             unstack=self.unstack,
             stack_height=self.stack_height,
             domain_ids=list(self.domain_ids),

@@ -37,3 +37,11 @@ def encoded_shape(input_shape, encoder):
     if not encoder.built:  # (a loaded model's encoder is built already)
         encoder.build(shape)
     return encoder.compute_output_shape(shape)
+
+
+def optimizer_step(model):
+    """The steps a compiled model's optimizer has taken (None before
+    `compile`): the training step SpecAugment's warm-ups count, so that a
+    resumed run carries on where it stopped."""
+    optimizer = getattr(model, "optimizer", None)
+    return None if optimizer is None else optimizer.iterations

@@ -5,7 +5,7 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.layers import FrameStacking, Mfcc, SpecAugment
-from tf_transducer.models._inputs import split_inputs
+from tf_transducer.models._inputs import optimizer_step, split_inputs
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -102,12 +102,7 @@ class DeepSpeech(keras.Model):
         self.mfcc = Mfcc(
             sample_rate, feature_win_len, feature_win_step, n_coefficients=n_input
         )
-        if augment is None:
-            self.spec_augment = None
-        elif isinstance(augment, str):
-            self.spec_augment = SpecAugment.from_preset(augment)
-        else:
-            self.spec_augment = SpecAugment(**augment)
+        self.spec_augment = SpecAugment.from_arg(augment)
         self.context = FrameStacking(n_context, n_context)
         self.hidden = [
             keras.layers.Dense(n_hidden, name=f"layer_{i}") for i in (1, 2, 3)
@@ -145,7 +140,9 @@ class DeepSpeech(keras.Model):
         if self.audio_input:
             values, lengths = self.mfcc(values, lengths)
         if self.spec_augment is not None and training:
-            values = self.spec_augment(values, lengths, training=True)
+            values = self.spec_augment(
+                values, lengths, training=True, step=optimizer_step(self)
+            )
         return values, lengths
 
     def _clipped(self, layer, x):

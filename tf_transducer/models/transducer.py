@@ -13,7 +13,7 @@ from tf_transducer.layers import (
     TransducerJoiner,
 )
 from tf_transducer.losses import PrunedRnntLoss, RnntLoss
-from tf_transducer.models._inputs import split_inputs
+from tf_transducer.models._inputs import optimizer_step, split_inputs
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -74,12 +74,7 @@ class Transducer(keras.Model):
         self.normalization = normalization
         self.normalizer = FeatureNormalization("global") if normalization else None
         self.augment = augment
-        if augment is None:
-            self.spec_augment = None
-        elif isinstance(augment, str):
-            self.spec_augment = SpecAugment.from_preset(augment)
-        else:
-            self.spec_augment = SpecAugment(**augment)
+        self.spec_augment = SpecAugment.from_arg(augment)
         self.encoder = TransducerEncoder(
             encoder_units, encoder_layers, stack, encoder_dropout
         )
@@ -141,7 +136,9 @@ class Transducer(keras.Model):
         """(encoded [B, T', H], lengths [B])."""
         values, lengths = self.features(inputs)
         if self.spec_augment is not None and training:
-            values = self.spec_augment(values, lengths, training=True)
+            values = self.spec_augment(
+                values, lengths, training=True, step=optimizer_step(self)
+            )
         return self.encoder(values, lengths, training=training)
 
     def call(self, inputs, training=None):
