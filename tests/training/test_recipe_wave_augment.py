@@ -16,8 +16,7 @@ WAVE = dict(noise_prob=1.0, reverb_prob=0.5, pitch_prob=0.5, babble=True)
 def test_default_and_none():
     config = recipe.wave_augment_config("default")
     assert config["babble"] is True and config["speeds"] == [0.9, 1.0, 1.1]
-    assert config["warmup_epochs"] == 10
-    assert recipe.wave_augment_config(dict(babble=False))["warmup_epochs"] == 0
+    assert "warmup_epochs" not in config  # a training setting now
     assert recipe.wave_augment_config("none") is None
     assert recipe.wave_augment_config(None) is None
     assert recipe.make_wave_augment(None, [], 8000, 0) is None
@@ -44,8 +43,7 @@ def test_the_augmenter_and_its_babble_come_from_the_training_manifests():
         (dict(noise_prob=2.0), "noise_prob"),
         (dict(volume=3), "wave_augment: .*volume"),
         (dict(babble="yes"), "babble"),
-        (dict(warmup_epochs=-1), "warmup_epochs"),
-        (dict(warmup_epochs=2.5), "warmup_epochs"),
+        (dict(warmup_epochs=1), "wave_augment: .*warmup_epochs"),
     ],
 )
 def test_bad_settings_are_named(value, message):
@@ -60,7 +58,8 @@ def test_training_with_augmentation_is_repeatable(tmp_path):
         n_mels=20,
         encoder_units=8,
         epochs=2,
-        wave_augment=dict(WAVE, warmup_epochs=1),
+        wave_augment=WAVE,
+        warmup_epochs=1,
         verbose=0,
     )
     runs = [
@@ -69,5 +68,18 @@ def test_training_with_augmentation_is_repeatable(tmp_path):
     ]
     assert runs[0]["loss"] == runs[1]["loss"]  # epoch 2 augmented, the same
     with open(tmp_path / "a" / "run.json") as f:
-        saved = json.load(f)["config"]["data"]["wave_augment"]
-    assert saved["warmup_epochs"] == 1 and saved["noise_prob"] == 1.0
+        saved = json.load(f)["config"]
+    assert saved["training"]["warmup_epochs"] == 1
+    assert saved["data"]["wave_augment"]["noise_prob"] == 1.0
+    model, encoder = recipe.load_checkpoint(str(tmp_path / "a"))
+    data, _ = recipe.speech_data([manifest("digits_dev")], encoder, 8000, 20)
+    steps = data.num_batches(16, "auto")  # one epoch
+    assert steps > 1 and model.spec_augment.start_step == steps
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, True])
+def test_bad_warmup_epochs_are_named(tmp_path, value):
+    with pytest.raises(ValueError, match="warmup_epochs must be an int >= 0"):
+        recipe.train(
+            [manifest("digits_dev")], str(tmp_path), warmup_epochs=value, verbose=0
+        )

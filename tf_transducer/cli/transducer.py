@@ -73,6 +73,13 @@ define(
     "Waveform augmentation of the training audio (speed, pitch, tempo, "
     "reverberation, telephone band, noise, babble, gain, DC): default or none.",
 )
+define(
+    "integer",
+    "warmup_epochs",
+    4,
+    "First epochs trained on clean audio and features (no augmentation).",
+    lower_bound=0,
+)
 define("integer", "random_seed", 0, "Seed of weights, shuffling, augmentation.")
 define_distribution()
 define(
@@ -181,6 +188,7 @@ def main(argv):
                 predictor=FLAGS.predictor,
                 augment=FLAGS.transducer_augment,
                 wave_augment=FLAGS.wave_augment,
+                warmup_epochs=FLAGS.warmup_epochs,
                 seed=FLAGS.random_seed,
                 skip_bad=FLAGS.skip_bad,
                 distribution=FLAGS.distribution,
