@@ -8,7 +8,8 @@ tf_transducer.data.resample), trimmed to the speech plus 0.1 s on each side,
 and stored as 16-bit FLAC. The split is by voice, so that dev and test voices
 are never heard in training. Training has 76 voices (72 espeak-ng variants
 across 8 English accents, 4 flite voices), each utterance at a random pitch
-(and, for espeak-ng, word gap), with "oh" for some zeros; dev and test
+(and, for espeak-ng, word gap), with "oh" for some zeros, and a quarter of
+them read one word at a time with pauses between; dev and test
 (3 voices each) are as they were first made, so results stay comparable.
 
 Everything is seeded: with the same espeak-ng / flite / libsndfile versions
@@ -82,29 +83,64 @@ VOICES = {
 # they were, so that results stay comparable): espeak pitch and word gaps,
 # flite pitch, and "oh" for zero as people say it.
 OH_CHANCE = 0.3
+# Some training strings are read one word at a time, with a pause after each
+# word (as people read out a number slowly, and as prompts joined from
+# recorded words sound).
+WORD_BY_WORD_CHANCE = 0.25
+PAUSE_RANGE = (0.08, 0.5)
 
 
-def synthesise(engine, voice, text, rng, workdir, varied=False):
-    """float64 samples at RATE of `text` read by one voice (varied: with a
-    random pitch and word gap too)."""
+def voice_settings(engine, rng, varied):
+    """One utterance's random reading settings (varied: pitch and word gap
+    too)."""
+    if engine == "espeak":
+        settings = dict(
+            speed=int(rng.integers(130, 191) if not varied else rng.integers(115, 196))
+        )
+        if varied:
+            settings.update(
+                pitch=int(rng.integers(20, 81)), gap=int(rng.integers(0, 9))
+            )
+        return settings
+    settings = dict(stretch=f"{rng.uniform(0.85, 1.2):.3f}")
+    if varied:
+        settings.update(f0=int(rng.integers(80, 231)))
+    return settings
+
+
+def synthesise(engine, voice, text, settings, workdir):
+    """float64 samples at RATE of `text` read by one voice."""
     wav = os.path.join(workdir, "out.wav")
     if engine == "espeak":
-        speed = int(rng.integers(130, 191) if not varied else rng.integers(115, 196))
-        command = ["espeak-ng", "-v", voice, "-s", str(speed)]
-        if varied:
-            command += ["-p", str(rng.integers(20, 81)), "-g", str(rng.integers(0, 9))]
+        command = ["espeak-ng", "-v", voice, "-s", str(settings["speed"])]
+        if "pitch" in settings:
+            command += ["-p", str(settings["pitch"]), "-g", str(settings["gap"])]
         command += ["-w", wav, text]
     else:
-        stretch = f"{rng.uniform(0.85, 1.2):.3f}"
+        stretch = settings["stretch"]
         command = ["flite", "-voice", voice, "--setf", f"duration_stretch={stretch}"]
-        if varied:
-            command += ["--setf", f"int_f0_target_mean={rng.integers(80, 231)}"]
+        if "f0" in settings:
+            command += ["--setf", f"int_f0_target_mean={settings['f0']}"]
         command += ["-t", text, "-o", wav]
     subprocess.run(command, check=True, capture_output=True)
     audio, rate = sf.read(wav, dtype="float64")
     if audio.ndim == 2:
         audio = audio.mean(axis=1)
     return resample(audio, int(rate), RATE)
+
+
+def read_out(engine, voice, words, settings, pauses, workdir):
+    """The words read as one phrase, or (pauses: seconds between words) one
+    word at a time, each trimmed to its speech, with silence between."""
+    if pauses is None:
+        return synthesise(engine, voice, " ".join(words), settings, workdir)
+    pieces = []
+    for i, word in enumerate(words):
+        if i:
+            pieces.append(np.zeros(int(pauses[i - 1] * RATE)))
+        audio = synthesise(engine, voice, word, settings, workdir)
+        pieces.append(trim(audio, RATE, 0.02))
+    return np.concatenate(pieces)
 
 
 def flac_bytes(audio):
@@ -114,8 +150,8 @@ def flac_bytes(audio):
 
 
 def utterances():
-    """(split, file name, transcript, engine, voice, rng, varied) for every
-    utterance."""
+    """(split, file name, words, engine, voice, reading settings, pauses
+    (None: read as one phrase)) for every utterance."""
     for split, voices in VOICES.items():
         for engine, voice in voices:
             key = f"{engine}:{voice}".encode()
@@ -130,12 +166,18 @@ def utterances():
             for i in range(count):
                 digits = rng.integers(0, 10, size=rng.integers(3, 7))
                 words = [WORDS[d] for d in digits]
-                if split == "train":
+                varied, separate = split == "train", False
+                if varied:
                     oh = rng.random(len(words)) < OH_CHANCE
                     pairs = zip(words, oh, strict=True)
                     words = ["oh" if w == "zero" and o else w for w, o in pairs]
+                    separate = rng.random() < WORD_BY_WORD_CHANCE
+                settings = voice_settings(engine, rng, varied)
+                pauses = None
+                if separate:
+                    pauses = rng.uniform(*PAUSE_RANGE, size=len(words) - 1)
                 name = f"{split}/{engine}_{tag}_{i:02d}.flac"
-                yield split, name, " ".join(words), engine, voice, rng, split == "train"
+                yield split, name, words, engine, voice, settings, pauses
 
 
 def main(argv):
@@ -148,10 +190,10 @@ def main(argv):
             (
                 f"{split}.csv",
                 name,
-                flac_bytes(synthesise(e, v, text, rng, workdir, varied)),
-                text,
+                flac_bytes(read_out(e, v, words, settings, pauses, workdir)),
+                " ".join(words),
             )
-            for split, name, text, e, v, rng, varied in utterances()
+            for split, name, words, e, v, settings, pauses in utterances()
         )
         return write_corpus(OUT.value, items, CHECK.value)
 
