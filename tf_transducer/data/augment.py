@@ -466,6 +466,16 @@ class WaveAugment:
                     f"babble must be a [K, S] bank, got shape {bank.shape}"
                 )
             object.__setattr__(self, "babble", bank)
+        # Traced once: each epoch's new tf.data pipeline reuses the graph
+        # instead of tracing the whole chain again (seconds per epoch).
+        traced = tf.function(
+            self._augment,
+            input_signature=[
+                tf.TensorSpec([None], tf.float32),
+                tf.TensorSpec([2], tf.int64),
+            ],
+        )
+        object.__setattr__(self, "_traced", traced)
 
     def get_config(self):
         """The parameters (not the babble bank) as a JSON-able dict."""
@@ -481,9 +491,13 @@ class WaveAugment:
         """One augmented copy of audio [N] float32; seed: [2] int tensor.
         The length changes with speed and tempo (N / factor)."""
         audio = _audio(audio)
-        seeds = tf.random.experimental.stateless_split(
-            tf.cast(tf.convert_to_tensor(seed), tf.int64), 16
-        )
+        seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
+        if seed.shape.rank is not None and seed.shape.as_list() != [2]:
+            raise ValueError(f"seed must have shape [2], got {seed.shape}")
+        return self._traced(tf.reshape(audio, [-1]), tf.reshape(seed, [2]))
+
+    def _augment(self, audio, seed):
+        seeds = tf.random.experimental.stateless_split(seed, 16)
         draws = tf.random.stateless_uniform([16], seeds[15])
         rate = self.sample_rate
 
