@@ -37,6 +37,24 @@ def run(command, **flags):
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
 
 
+# What TensorFlow, absl and the TFLite converter print in every process
+# (how many lines depends on the machine: CUDA probes, child processes).
+TF_NOISE = (
+    "WARNING: All log messages before absl",
+    "INFO: Created TensorFlow Lite",
+    "fully_quantize:",
+    "To enable the following instructions",
+)
+
+
+def tf_noise(line):
+    return (
+        not line.strip()
+        or line[:5] in ("E0000", "I0000", "W0000")
+        or (line.startswith(TF_NOISE))
+    )
+
+
 def ok(result):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result
@@ -107,7 +125,8 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
     meta = (export_dir / "export.json").read_text()
     assert '"sample_rate": 8000' in meta and '"quantization": "int8"' in meta
     assert len(result.stdout.splitlines()) <= 12, result.stdout
-    assert len(result.stderr.splitlines()) <= 8, result.stderr[-3000:]  # TF: CUDA
+    ours = [line for line in result.stderr.splitlines() if not tf_noise(line)]
+    assert not ours, result.stderr[-3000:]
 
     # Real-rate input: the same recording at other rates is resampled.
     test_dir = os.path.join(os.path.dirname(manifest("digits_test")), "test")
