@@ -425,7 +425,8 @@ def augment_cases(rng, i):
     audio = (rng.uniform(-1, 1, n) * 10 ** rng.uniform(-4, 0.5)).astype(np.float32)
     seed = tf.constant(rng.integers(0, 2**31, 2))
     kind = ["chain", "silence", "one_sample", "loud", "batch", "factor", "tensor_rate",
-            "rank", "dtype", "probability", "range", "lengths"][i % 12]  # fmt: skip
+            "rank", "dtype", "probability", "range", "lengths", "seed",
+            "start_step"][i % 14]  # fmt: skip
     chain = A.WaveAugment(8000, pitch_prob=0.5, tempo_prob=0.5, reverb_prob=0.5,
                           telephone_prob=0.5, noise_prob=0.5, dc_prob=0.5)  # fmt: skip
 
@@ -480,6 +481,13 @@ def augment_cases(rng, i):
         if name == "snr_range" and bad == (-1.0, 0.5):
             bad = (10.0, 5.0)  # negative SNRs are legal
         return Case(kind, lambda: A.WaveAugment(8000, **{name: bad}), False, [name])
+    if kind == "seed":
+        bad = tf.constant(rng.integers(0, 9, [(3,), (1,), (2, 2)][i % 3]))
+        return Case(kind, lambda: chain(audio, bad), False, ["seed"])
+    if kind == "start_step":  # SpecAugment's warm-up before augmenting
+        bad = [-1, 2.5, "3"][int(rng.integers(3))]
+        return Case(kind, lambda: tt.SpecAugment(start_step=bad), False,
+                    ["start_step"])  # fmt: skip
     batch = np.zeros((2, 10), np.float32)
     return Case(kind, lambda: A.augment_batch(chain, batch, [11, 3], seed), False,
                 ["lengths"])  # fmt: skip

@@ -48,11 +48,8 @@ TF_NOISE = (
 
 
 def tf_noise(line):
-    return (
-        not line.strip()
-        or line[:5] in ("E0000", "I0000", "W0000")
-        or (line.startswith(TF_NOISE))
-    )
+    blank = not line.strip()
+    return blank or line[:5] in ("E0000", "I0000", "W0000") or line.startswith(TF_NOISE)
 
 
 def ok(result):

@@ -29,7 +29,7 @@ import numpy as np
 import soundfile as sf
 from absl import app, flags
 
-from tf_transducer.data.corpora import _writing
+from tf_transducer.data.corpora._writing import flac_bytes as int16_flac
 from tf_transducer.data.corpora._writing import trim, write_corpus
 from tf_transducer.data.resample import resample
 
@@ -146,7 +146,7 @@ def read_out(engine, voice, words, settings, pauses, workdir):
 def flac_bytes(audio):
     """16-bit FLAC of float samples at RATE, trimmed to the speech + 0.1 s."""
     pcm = np.clip(np.round(trim(audio, RATE, 0.1) * 32767), -32768, 32767)
-    return _writing.flac_bytes(pcm.astype(np.int16), RATE)
+    return int16_flac(pcm.astype(np.int16), RATE)
 
 
 def utterances():
