@@ -111,6 +111,40 @@ def test_seeded_order_is_deterministic_and_reshuffles():
     assert indices(data.dataset(8, seed=8)) != first
 
 
+def test_epochs_pipeline_is_each_epoch_alone_and_resumable():
+    data = SpeechDataset(manifest("digits_dev"), ALPHABET, sample_rate=8000)
+    per_epoch = data.num_batches(8, "auto")
+    three = data.epochs(8, 7, 2, 5, per_epoch, bucket_boundaries="auto")
+    got = [batch["index"].numpy().tolist() for batch in three]
+    assert len(got) == 3 * per_epoch
+    epochs = [sum(got[k * per_epoch : (k + 1) * per_epoch], []) for k in range(3)]
+    for k, epoch in enumerate(epochs):
+        assert sorted(epoch) == list(range(len(data)))  # each item once
+        # What a run resumed at this epoch sees.
+        alone = data.epochs(8, 7, 2 + k, 3 + k, per_epoch, bucket_boundaries="auto")
+        assert indices(alone) == epoch
+    assert epochs[0] != epochs[1] != epochs[2]
+    assert indices(data.epochs(8, 8, 2, 3, per_epoch)) != epochs[0]
+    # A fixed number of batches per epoch: the first ones again, or fewer.
+    assert len(list(data.epochs(8, 7, 0, 2, per_epoch + 2))) == 2 * (per_epoch + 2)
+    assert len(list(data.epochs(8, 7, 0, 2, 1))) == 2
+
+
+def test_epochs_pipeline_augments_each_epoch_differently():
+    data = SpeechDataset(manifest("digits_dev"), ALPHABET, sample_rate=8000)
+
+    def seed_as_audio(audio, seed):  # seed [s, i] -> audio of s
+        return tf.fill(tf.shape(audio), tf.cast(seed[0], tf.float32))
+
+    def offsets(first, end):
+        batches = data.epochs(4, 3, first, end, 1, augment=seed_as_audio)
+        return [float(b["audio"][0, 0]) for b in batches]
+
+    both = offsets(5, 7)
+    assert both == offsets(5, 6) + offsets(6, 7)
+    assert both[0] != both[1]
+
+
 def test_buckets_group_similar_durations():
     data = SpeechDataset(manifest("digits_train"), ALPHABET, sample_rate=8000)
     padded = {}
@@ -235,5 +269,16 @@ def test_bad_arguments():
         data.dataset(0)
     with pytest.raises(ValueError, match="bucket_boundaries must be increasing"):
         data.dataset(2, bucket_boundaries=[2.0, 1.0])
+    for args, message in [
+        ((0, 1, 0, 1, 1), "batch_size must be a positive int"),
+        ((2, 1.5, 0, 1, 1), "seed must be an int"),
+        ((2, 1, -1, 1, 1), "first_epoch must be an int >= 0"),
+        ((2, 1, 3, 3, 1), "end_epoch must be above first_epoch 3"),
+        ((2, 1, 0, 1, 0), "batches_per_epoch must be a positive int"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            data.epochs(*args)
+    with pytest.raises(ValueError, match="augment must be a callable"):
+        data.epochs(2, 1, 0, 1, 1, augment="loud")
     with pytest.raises(ValueError, match="sample_rate must be a positive int"):
         SpeechDataset(manifest("librivox"), ALPHABET, sample_rate=16000.0)

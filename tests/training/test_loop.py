@@ -109,6 +109,43 @@ def test_resumed_run_draws_what_the_uninterrupted_run_draws(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+def _spanning_dataset_fn(calls, epochs):
+    """The batches of `_dataset_fn`'s epochs from `epoch` to the next
+    restart (epoch 2) as one pipeline."""
+
+    def dataset_fn(context, epoch):
+        calls.append(epoch)
+        end = 2 if epoch < 2 else epochs
+        spans = [_dataset_fn(context, e) for e in range(epoch, end)]
+        data = spans[0]
+        for span in spans[1:]:
+            data = data.concatenate(span)
+        return data
+
+    return dataset_fn
+
+
+def test_one_pipeline_spans_epochs_up_to_each_restart(tmp_path):
+    want = train_loop(_transducer(), _dataset_fn, epochs=4, steps_per_epoch=2,
+                      log_every=0)  # fmt: skip
+    calls = []
+    got = train_loop(_transducer(), _spanning_dataset_fn(calls, 4), epochs=4,
+                     steps_per_epoch=2, log_every=0, new_pipeline_at={2})  # fmt: skip
+    assert calls == [0, 2]
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    # Resumed at epoch 2 (after a restart) and at epoch 1 (within a span).
+    for done in (2, 1):
+        calls = []
+        folder = str(tmp_path / str(done))
+        train_loop(_transducer(), _dataset_fn, epochs=done, steps_per_epoch=2,
+                   checkpoint_dir=folder, log_every=0)  # fmt: skip
+        rest = train_loop(_transducer(), _spanning_dataset_fn(calls, 4), epochs=4,
+                          steps_per_epoch=2, checkpoint_dir=folder, log_every=0,
+                          new_pipeline_at={2})  # fmt: skip
+        assert calls == sorted({done, 2})
+        np.testing.assert_allclose(rest["loss"], want["loss"][done:], rtol=1e-5)
+
+
 def test_finished_checkpoint_is_resumed_not_retrained(tmp_path):
     model = _transducer()
     train_loop(model, _dataset_fn, epochs=1, steps_per_epoch=2,

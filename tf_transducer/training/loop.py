@@ -210,6 +210,7 @@ def train_loop(
     callbacks=(),
     log_every=10,
     verbose=1,
+    new_pipeline_at=None,
 ):
     """Trains a compiled model; returns {"loss": [...], "val_...": [...]},
     one value per epoch run by this call (reduced across workers).
@@ -241,6 +242,13 @@ def train_loop(
       log_every: steps between progress lines (0: none).
       verbose: print a line per epoch (and every `log_every` steps) on the
         chief; 0: only absl's log.
+      new_pipeline_at: None: `dataset_fn` is called for every epoch (a new
+        pipeline and iterator each). Otherwise the epochs (a collection of
+        ints) at which it is called again besides the first epoch run;
+        `dataset_fn(context, epoch)` then gives the batches of that epoch
+        and of every later one up to the next restart, in order, exactly
+        `steps_per_epoch` per local replica and epoch, and one iterator
+        serves them all (see `SpeechDataset.epochs`).
     """
     _check_positive("epochs", epochs)
     _check_positive("steps_per_epoch", steps_per_epoch)
@@ -286,6 +294,7 @@ def train_loop(
     history = {}
     model.stop_training = False
     callback_list.on_train_begin()
+    iterator = None
     for epoch in range(first_epoch, epochs):
         callback_list.on_epoch_begin(epoch)
 
@@ -293,7 +302,8 @@ def train_loop(
             # Steps already trained (a resumed run) are skipped.
             return dataset_fn(context, epoch).skip(skip * local_replicas)
 
-        iterator = iter(strategy.distribute_datasets_from_function(epoch_dataset))
+        if iterator is None or new_pipeline_at is None or epoch in new_pipeline_at:
+            iterator = iter(strategy.distribute_datasets_from_function(epoch_dataset))
         total = state.loss_sum.numpy() if state and skip else 0.0
         start = time.time()
         for i in range(skip, steps_per_epoch):

@@ -42,12 +42,6 @@ def keras_pairs(dataset):
     return dataset.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
 
 
-def epoch_seed(seed, epoch):
-    """The shuffle seed of an epoch: each epoch its own order, the same on
-    every run (and on a resumed one)."""
-    return int(seed) * 100_003 + int(epoch)
-
-
 def run_directory(checkpoint_dir, config, files, overwrite, strategy):
     """The run's folder: written by the chief (which owns `files`, the
     history and the summaries), checked read-only by the other workers."""
@@ -164,15 +158,23 @@ def fit(
         keras.utils.set_random_seed(seed)
         model = model_fn(steps)
 
+    # One pipeline for the clean epochs and one for the augmented ones.
+    switch = augment_from_epoch if augment is not None else 0
+    restarts = {switch} if 0 < switch < epochs else set()
+    local_replicas = strategy.num_replicas_in_sync // worker_position(strategy)[1]
+
     def dataset_fn(context, epoch):
-        per_replica = context.get_per_replica_batch_size(batch_size)
-        data = train_data.dataset(
-            per_replica,
-            seed=epoch_seed(seed, epoch),
+        end = min(switch, epochs) if epoch < switch else epochs
+        data = train_data.epochs(
+            context.get_per_replica_batch_size(batch_size),
+            seed=int(seed),
+            first_epoch=epoch,
+            end_epoch=end,
+            batches_per_epoch=steps * local_replicas,
             bucket_boundaries="auto",
-            augment=augment if epoch >= augment_from_epoch else None,
+            augment=augment if epoch >= switch else None,
         )
-        return keras_pairs(data.repeat())
+        return keras_pairs(data)
 
     validation = None
     if dev_data is not None:
@@ -224,5 +226,6 @@ def fit(
         callbacks=all_callbacks,
         log_every=max(1, steps // 4) if verbose > 1 else 0,
         verbose=verbose,
+        new_pipeline_at=restarts,
     )
     return model, history
