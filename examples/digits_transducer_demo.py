@@ -4,7 +4,7 @@
 1. Train a small transducer (log-mel -> 2-layer LSTM encoder, stateless
    prediction network, joiner; RnntLoss) on the bundled
    spoken-digits corpus: 520 utterances of 76 synthetic voices (a quarter
-   read one word at a time). After 4 epochs on clean audio, each epoch is
+   read one word at a time). After 10 epochs on clean audio, each epoch is
    augmented afresh (speed 0.9 / 1.0 / 1.1, pitch, tempo, reverberation,
    telephone band, noise and babble, gain, DC offset; `train_loop`, a line
    per epoch).

@@ -76,7 +76,7 @@ define(
 define(
     "integer",
     "warmup_epochs",
-    4,
+    recipe.WARMUP_EPOCHS,
     "First epochs trained on clean audio and features (no augmentation).",
     lower_bound=0,
 )
