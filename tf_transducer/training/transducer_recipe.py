@@ -65,9 +65,9 @@ WAVE_AUGMENT_DEFAULT = dict(
 # Epochs trained on clean audio and features (no SpecAugment, no waveform
 # augmentation) first: augmented from the first step, the demo's transducer
 # stays on its blank-only plateau (SpecAugment: training loss 8.8 after 10
-# epochs). Clean, it left the plateau after 4 to 9 epochs depending on the
-# seed; with 4 clean epochs one seed was still on it after 16 (loss 10.3),
-# with 10 it left at epoch 9.
+# epochs). With 4 clean epochs none of three seeds had left it when the
+# waveform augmentation began, and one was still on it after 16 (loss
+# 10.3); with 10, seeds 0 and 2 left it at epochs 7 and 9.
 WARMUP_EPOCHS = 10
 BABBLE_UTTERANCES = 64
 
