@@ -289,10 +289,7 @@ class SpeechDataset:
             resumed one) sees the same augmented audio. Batches stay in the
             buckets of the unaugmented lengths. Not with `cache`.
         """
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        if augment is not None and not callable(augment):
-            raise ValueError(f"augment must be a callable, got {augment!r}")
+        _check_batch_and_augment(batch_size, augment)
         if augment is not None and cache is not None:
             raise ValueError(
                 "augment: a cache would freeze the first pass's augmented "
@@ -349,27 +346,16 @@ class SpeechDataset:
             other at fixed steps.
           bucket_boundaries, augment, num_parallel_calls: as in `dataset`.
         """
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        _check_batch_and_augment(batch_size, augment)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an int, got {seed!r}")
-        for name, value in (("first_epoch", first_epoch), ("end_epoch", end_epoch)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        _check_int("first_epoch", first_epoch, 0)
+        _check_int("end_epoch", end_epoch, 0)
         if end_epoch <= first_epoch:
             raise ValueError(
                 f"end_epoch must be above first_epoch {first_epoch}, got {end_epoch}"
             )
-        if (
-            isinstance(batches_per_epoch, bool)
-            or not isinstance(batches_per_epoch, int)
-            or batches_per_epoch < 1
-        ):
-            raise ValueError(
-                f"batches_per_epoch must be a positive int, got {batches_per_epoch!r}"
-            )
-        if augment is not None and not callable(augment):
-            raise ValueError(f"augment must be a callable, got {augment!r}")
+        _check_int("batches_per_epoch", batches_per_epoch, 1)
         bounds = self._bucket_bounds(bucket_boundaries)
         n = len(self._paths)
 
@@ -494,6 +480,19 @@ def _decoded_samples(info, segment, sample_rate):
         return count
     g = math.gcd(rate, sample_rate)
     return -(-count * (sample_rate // g) // (rate // g))
+
+
+def _check_int(name, value, least):
+    """A ValueError naming `name` unless value is an int >= least."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        kind = "a positive int" if least == 1 else f"an int >= {least}"
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+def _check_batch_and_augment(batch_size, augment):
+    _check_int("batch_size", batch_size, 1)
+    if augment is not None and not callable(augment):
+        raise ValueError(f"augment must be a callable, got {augment!r}")
 
 
 # Epoch e of `epochs` augments with the seed seed * _EPOCH_STRIDE + e.
