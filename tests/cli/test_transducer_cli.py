@@ -89,6 +89,7 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
             "evaluate",
             test_files=manifest("digits_test"),
             beam_width=2,
+            beam_method="standard",
             lm_binary_path=digits_lm,
             checkpoint_dir=run_dir,
         )

@@ -95,7 +95,14 @@ define("integer", "encoder_layers", 2, "Encoder LSTMs.")
 define("integer", "stack", 3, "Frames stacked per encoder step.")
 define("enum", "predictor", "stateless", ["lstm", "stateless"], "Prediction network.")
 flag_group("decoding")
-define("integer", "beam_width", 1, "1: greedy; else modified beam search.")
+define("integer", "beam_width", 1, "1: greedy; else beam search (--beam_method).")
+define(
+    "enum",
+    "beam_method",
+    "modified",
+    ["modified", "standard"],
+    "Beam search: one symbol per frame at most (modified) or several (standard).",
+)
 define(
     "string", "lm_binary_path", "", "KenLM model (or ARPA file) for the beam search."
 )
@@ -214,6 +221,7 @@ def main(argv):
                 scorer=word_scorer(FLAGS.lm_binary_path, encoder),
                 alpha=FLAGS.lm_alpha,
                 beta=FLAGS.lm_beta,
+                beam_method=FLAGS.beam_method,
             )
             print(f"{len(pairs)} utterances: WER {wer:.3f}, CER {cer:.3f}")
             for ref, hyp in pairs[:5]:

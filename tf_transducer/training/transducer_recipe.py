@@ -367,9 +367,13 @@ def make_wave_augment(config, manifests, sample_rate, seed):
     return WaveAugment(sample_rate=sample_rate, babble=bank, **params)
 
 
-def decode_batch(model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85):
+def decode_batch(
+    model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85,
+    beam_method="modified",
+):  # fmt: skip
     """Label sequences of a SpeechDataset batch: greedy search (beam_width 1
-    without a scorer) or modified beam search with the scorer's LM."""
+    without a scorer) or beam search (`beam_method`: "modified", one symbol
+    per frame at most, or "standard") with the scorer's LM."""
     from tf_transducer.decoding.transducer import (
         transducer_beam_search,
         transducer_greedy_decode,
@@ -379,13 +383,13 @@ def decode_batch(model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85)
     if beam_width == 1 and scorer is None:
         return transducer_greedy_decode(model, inputs)
     return transducer_beam_search(
-        model, inputs, beam_width, scorer=scorer, alpha=alpha, beta=beta
+        model, inputs, beam_width, beam_method, scorer=scorer, alpha=alpha, beta=beta
     )
 
 
 def transcribe_data(model, encoder, data, batch_size=64, **decoding):
     """[(reference, hypothesis)] of every utterance of a SpeechDataset, in
-    its order (`decoding`: beam_width, scorer, alpha, beta)."""
+    its order (`decoding`: beam_width, scorer, alpha, beta, beam_method)."""
     found = {}
     for batch in data.dataset(batch_size, shuffle=False):
         hyps = decode_batch(model, batch, **decoding)
@@ -409,18 +413,20 @@ def error_counts(model, data, encoder):
 
 def evaluate(
     model, encoder, data, beam_width=1, batch_size=64, scorer=None, alpha=0.75,
-    beta=1.85,
+    beta=1.85, beam_method="modified",
 ):  # fmt: skip
     """(WER, CER, [(reference, hypothesis)]) of a model on a SpeechDataset.
 
-    beam_width 1 without a scorer is greedy search; otherwise modified beam
-    search, with the scorer's LM weighted by alpha and beta per word.
+    beam_width 1 without a scorer is greedy search; otherwise beam search
+    (`beam_method` "modified": one symbol per frame at most, as k2 / icefall;
+    "standard": as ESPnet, several per frame), with the scorer's LM weighted
+    by alpha and beta per word.
     """
     from tf_transducer.decoding import char_error_rate, word_error_rate
 
     pairs = transcribe_data(
         model, encoder, data, batch_size, beam_width=beam_width, scorer=scorer,
-        alpha=alpha, beta=beta,
+        alpha=alpha, beta=beta, beam_method=beam_method,
     )  # fmt: skip
     refs, hyps = [p[0] for p in pairs], [p[1] for p in pairs]
     return word_error_rate(refs, hyps), char_error_rate(refs, hyps), pairs
