@@ -91,28 +91,29 @@ def _kernel(distance, cutoff, taps):
 
 
 def _rational_resample(audio, up, down, taps):
-    """`_sinc_resample` at step down / up (integers), as one strided
-    convolution: output j = b * up + k reads the input near b * down +
-    k * down / up, so output slot k of every block of `up` is a convolution
-    with stride `down` by phase k's kernel, shifted by (k * down) // up; the
-    `up` shifted kernels are the output channels of one filter."""
+    """`_sinc_resample` at step down / up (integers), polyphase: output
+    j = b * up + k reads the input near b * down + k * down / up, so block b
+    of `up` outputs is frame b of the input (hop `down`) times a [width, up]
+    matrix whose column k is phase k's kernel, shifted by (k * down) // up.
+    (One matmul: about 5x faster on the CPU than the same filter as a
+    strided conv1d with `up` output channels.)"""
     step = down / up
     cutoff = min(1.0, 1.0 / step)
     offsets = np.arange(-taps + 1, taps + 1)
     phases = np.arange(up)[:, None] / up - offsets[None, :]
     table = _kernel(phases, cutoff, taps).astype(np.float32)  # [up, 2 taps]
     width = down + 2 * taps
-    kernels = np.zeros([width, 1, up], np.float32)
+    kernels = np.zeros([width, up], np.float32)
     for k in range(up):
         shift = (k * down) // up + 1  # offsets[0] + taps = 1
-        kernels[shift : shift + 2 * taps, 0, k] = table[(k * down) % up]
+        kernels[shift : shift + 2 * taps, k] = table[(k * down) % up]
     n = tf.cast(tf.shape(audio)[0], tf.int64)
     count = tf.where(n > 0, (n - 1) * up // down + 1, 0)
     blocks = (count + up - 1) // up
     length = tf.cast(tf.maximum(blocks - 1, 0) * down + width, tf.int32)
     tail = tf.maximum(0, length - taps - tf.shape(audio)[0])
     padded = tf.pad(audio, [[taps, tail]])[:length]
-    out = tf.nn.conv1d(padded[None, :, None], kernels, stride=down, padding="VALID")
+    out = tf.matmul(tf.signal.frame(padded, width, down), kernels)  # [blocks, up]
     return tf.reshape(out, [-1])[:count]
 
 
