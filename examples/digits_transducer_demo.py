@@ -2,7 +2,8 @@
 """`make demo`: a streaming RNN-T transducer for spoken digits, end to end.
 
 1. Train a small transducer (log-mel -> 2-layer LSTM encoder, stateless
-   prediction network, joiner; RnntLoss) on the bundled
+   prediction network, joiner; RnntLoss; whole words with a delimiter class
+   between them) on the bundled
    spoken-digits corpus: 520 utterances of 76 synthetic voices (a quarter
    read one word at a time). After 10 epochs on clean audio, each epoch is
    augmented afresh (speed 0.9 / 1.0 / 1.1, pitch, tempo, reverberation,
@@ -68,6 +69,10 @@ def main(argv):
         [manifest("digits_train")],
         run_dir,
         text_encoder="words",
+        # A class between words: without it the second of two equal digits
+        # ("seven seven") was lost, the prediction network's context being
+        # the same after either (BENCHMARKS.md, "Word delimiter").
+        word_delimiter=True,
         sample_rate=SAMPLE_RATE,
         n_mels=N_MELS,
         epochs=EPOCHS.value,

@@ -64,6 +64,7 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
             "train",
             dev_files=manifest("digits_dev"),
             epochs=2,
+            word_delimiter=True,  # what the demo trains with
             checkpoint_dir=run_dir,
             **SMALL,
         )
@@ -120,6 +121,8 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
             calibration_utterances=20,
         )
     )
+    saved = json.loads((export_dir / "text_encoder.json").read_text())
+    assert saved["config"]["word_delimiter"] is True  # the stream drops it
     meta = (export_dir / "export.json").read_text()
     assert '"sample_rate": 8000' in meta and '"quantization": "int8"' in meta
     assert len(result.stdout.splitlines()) <= 12, result.stdout

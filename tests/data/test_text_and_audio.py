@@ -83,6 +83,36 @@ def test_subword_encoder_round_trip_and_config(tmp_path):
         SubwordEncoder.train(text, vocab_size=500)
 
 
+def test_word_delimiter_separates_words_and_round_trips(tmp_path):
+    with open(manifest("digits_train")) as f:
+        text = [row["transcript"] for row in csv.DictReader(f)]
+    words = SubwordEncoder.train(text, 13, model_type="word")  # 11 words
+    encoder = SubwordEncoder.train(text, 14, model_type="word", word_delimiter=True)
+    assert encoder.vocab_size == words.vocab_size + 1 == 14
+    delimiter = encoder.vocab_size - 1
+    ids = encoder.encode("seven seven  two")
+    assert ids == [ids[0], delimiter, ids[0], delimiter, ids[4]]
+    assert ids[0] != delimiter and ids[0] == words.encode("seven")[0]
+    for sentence in text[:20]:
+        ids = encoder.encode(sentence)
+        assert ids.count(delimiter) == len(sentence.split()) - 1
+        assert encoder.decode(ids) == sentence
+    assert encoder.decode([0, ids[0], delimiter, delimiter, -1]) == sentence.split()[0]
+    assert encoder.encode("") == []
+    clone = SubwordEncoder.from_config(encoder.get_config())
+    assert clone.word_delimiter and clone.encode(text[3]) == encoder.encode(text[3])
+    assert "word_delimiter" not in words.get_config()  # older configs still load
+    with pytest.raises(ValueError, match="id 14 is outside the vocabulary .0..13."):
+        encoder.decode([14])
+    with pytest.raises(ValueError, match="cannot record word_delimiter=True"):
+        encoder.save(str(tmp_path / "digits.model"))
+    with pytest.raises(ValueError, match="word_delimiter must be a bool, got 'yes'"):
+        SubwordEncoder(encoder.model_proto, word_delimiter="yes")
+    sub = SubwordEncoder.train(text, 24, word_delimiter=True)
+    assert sub.vocab_size == 24
+    assert [sub.decode(sub.encode(t)) for t in text[:20]] == text[:20]
+
+
 def test_manifests_resolve_paths_and_name_bad_lines(tmp_path):
     utterances = read_manifest(manifest("librivox_jsonl"))
     assert [u.transcript for u in utterances] == [

@@ -53,6 +53,13 @@ define("integer", "n_mels", 80, "train: log-mel bands (saved with the model).")
 define("float", "max_duration", 30.0, "Longest utterance, seconds.")
 define("enum", "text_encoder", "chars", ["chars", "words", "subwords"], "Units.")
 define("integer", "vocab_size", 256, "SentencePiece vocabulary (subwords).")
+define(
+    "bool",
+    "word_delimiter",
+    False,
+    "train, words / subwords: a class between words (the model must mark each "
+    "word boundary, which lets whole-word models hear repeated words).",
+)
 define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
 flag_group("training")
 define("integer", "train_batch_size", 16, "Training batch size.", lower_bound=1)
@@ -182,6 +189,7 @@ def main(argv):
                 dev_files=manifest_paths(FLAGS.dev_files, "dev_files"),
                 text_encoder=FLAGS.text_encoder,
                 vocab_size=FLAGS.vocab_size,
+                word_delimiter=FLAGS.word_delimiter,
                 sample_rate=FLAGS.audio_sample_rate,
                 n_mels=FLAGS.n_mels,
                 max_duration=FLAGS.max_duration,

@@ -132,18 +132,30 @@ class SubwordEncoder:
     Build one with `SubwordEncoder.train(transcripts, vocab_size)`; the model
     travels as bytes (`save` / `load`, `get_config`). Text the model cannot
     cover maps to its <unk> piece, id 1.
+
+    word_delimiter=True adds one class after the pieces (id vocab_size - 1,
+    shown as "|", wav2vec 2.0's word delimiter) that `encode` puts between
+    words and `decode` drops. A transducer must then emit a symbol at every
+    word boundary, which teaches it where words end: with whole-word pieces
+    that is what tells "seven seven" from "seven", where the prediction
+    network's context is the same after either word.
     """
 
-    def __init__(self, model_proto: bytes):
+    def __init__(self, model_proto: bytes, word_delimiter: bool = False):
         spm = require("sentencepiece")
 
+        if not isinstance(word_delimiter, bool):
+            raise ValueError(f"word_delimiter must be a bool, got {word_delimiter!r}")
         self.model_proto = bytes(model_proto)
+        self.word_delimiter = word_delimiter
         self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
         if self._sp.pad_id() != BLANK:
             raise ValueError(
                 f"the SentencePiece model must reserve id {BLANK} (its pad piece) "
                 f"for the blank; its pad id is {self._sp.pad_id()}"
             )
+        # The delimiter's id, or None: one past the pieces.
+        self._delimiter = self._sp.get_piece_size() if word_delimiter else None
 
     @classmethod
     def train(
@@ -152,14 +164,17 @@ class SubwordEncoder:
         vocab_size: int,
         model_type: str = "unigram",
         character_coverage: float = 1.0,
+        word_delimiter: bool = False,
     ) -> "SubwordEncoder":
         """Trains a SentencePiece model on transcripts (deterministic, 1 thread).
 
         Args:
           transcripts: training text, one utterance per item.
-          vocab_size: classes including the blank (and <unk>).
+          vocab_size: classes including the blank (and <unk>), and the
+            delimiter when word_delimiter.
           model_type: "unigram", "bpe", "char" or "word".
           character_coverage: share of characters the pieces must cover.
+          word_delimiter: a class between words (see the class docstring).
         """
         import io
 
@@ -172,7 +187,7 @@ class SubwordEncoder:
         options = dict(
             sentence_iterator=iter(text),
             model_writer=model,
-            vocab_size=vocab_size,
+            vocab_size=vocab_size - int(bool(word_delimiter)),
             model_type=model_type,
             character_coverage=character_coverage,
             pad_id=BLANK,
@@ -190,7 +205,7 @@ class SubwordEncoder:
                 f"SentencePiece training failed (vocab_size={vocab_size}, "
                 f"model_type={model_type!r}): {error}"
             ) from None
-        return cls(model.getvalue())
+        return cls(model.getvalue(), word_delimiter)
 
     @classmethod
     def load(cls, path: str) -> "SubwordEncoder":
@@ -198,26 +213,50 @@ class SubwordEncoder:
             return cls(f.read())
 
     def save(self, path: str) -> None:
+        """Writes the SentencePiece model (a .model file `load` reads)."""
+        if self.word_delimiter:
+            raise ValueError(
+                f"{path}: a SentencePiece .model cannot record word_delimiter=True; "
+                "keep the encoder as get_config() (text_encoder.json) instead"
+            )
         with open(path, "wb") as f:
             f.write(self.model_proto)
 
     @property
     def vocab_size(self) -> int:
-        return self._sp.get_piece_size()
+        return self._sp.get_piece_size() + int(self.word_delimiter)
 
     def encode(self, text: str) -> list[int]:
-        return list(self._sp.encode(text))
+        if not self.word_delimiter:
+            return list(self._sp.encode(text))
+        ids: list[int] = []
+        for word in text.split():
+            if ids:
+                ids.append(self._delimiter)
+            ids.extend(self._sp.encode(word))
+        return ids
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of ids; blanks and padding (ids <= 0) are skipped."""
-        return self._sp.decode([int(i) for i in ids if int(i) > 0])
+        """The text of ids; blanks, padding (ids <= 0) and delimiters are
+        skipped."""
+        ids = [int(i) for i in ids]
+        top = self.vocab_size - 1
+        if ids and max(ids) > top:
+            raise ValueError(f"id {max(ids)} is outside the vocabulary (0..{top})")
+        return self._sp.decode([i for i in ids if 0 < i != self._delimiter])
 
     def get_config(self) -> dict:
-        return {"model_proto": base64.b64encode(self.model_proto).decode("ascii")}
+        config = {"model_proto": base64.b64encode(self.model_proto).decode("ascii")}
+        if self.word_delimiter:
+            config["word_delimiter"] = True
+        return config
 
     @classmethod
     def from_config(cls, config: dict) -> "SubwordEncoder":
-        return cls(base64.b64decode(config["model_proto"]))
+        return cls(
+            base64.b64decode(config["model_proto"]),
+            config.get("word_delimiter", False),
+        )
 
 
 def load_text_encoder(path: str):

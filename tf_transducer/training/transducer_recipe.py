@@ -92,18 +92,32 @@ def read_utterances(manifests, name):
     return utterances
 
 
-def make_text_encoder(kind, transcripts, vocab_size=256):
-    """chars: the English alphabet; words / subwords: SentencePiece on transcripts."""
+def make_text_encoder(kind, transcripts, vocab_size=256, word_delimiter=False):
+    """chars: the English alphabet; words / subwords: SentencePiece on
+    transcripts, with a delimiter class between words if word_delimiter
+    (characters have theirs, the space)."""
     from tf_transducer.data import CharacterAlphabet, SubwordEncoder
 
     if kind not in TEXT_ENCODERS:
         raise ValueError(f"text_encoder must be one of {TEXT_ENCODERS}, got {kind!r}")
+    if not isinstance(word_delimiter, bool):
+        raise ValueError(f"word_delimiter must be a bool, got {word_delimiter!r}")
     if kind == "chars":
+        if word_delimiter:
+            raise ValueError(
+                'word_delimiter: text_encoder "chars" has one already (the space); '
+                'it is for "words" and "subwords"'
+            )
         return CharacterAlphabet.english()
     if kind == "words":
         words = {w for t in transcripts for w in t.split()}
-        return SubwordEncoder.train(transcripts, len(words) + 2, model_type="word")
-    return SubwordEncoder.train(transcripts, vocab_size)
+        return SubwordEncoder.train(
+            transcripts,
+            len(words) + 2 + word_delimiter,  # + blank, <unk>
+            model_type="word",
+            word_delimiter=word_delimiter,
+        )
+    return SubwordEncoder.train(transcripts, vocab_size, word_delimiter=word_delimiter)
 
 
 def save_text_encoder(encoder, path):
@@ -148,6 +162,7 @@ def train(
     dev_files=(),
     text_encoder="chars",
     vocab_size=256,
+    word_delimiter=False,
     sample_rate=16000,
     n_mels=80,
     max_duration=30.0,
@@ -183,6 +198,8 @@ def train(
       checkpoint_dir: the run folder (on a file system every worker sees).
       text_encoder: "chars", "words" or "subwords" (SentencePiece of
         vocab_size pieces).
+      word_delimiter: words and subwords: a class between words (see
+        `SubwordEncoder`); it lets whole-word models hear repeated words.
       sample_rate, n_mels: log-mel features (saved with the model).
       max_duration: seconds; a longer utterance is an error.
       epochs, batch_size, learning_rate, loss, seed: training; batch_size is
@@ -217,8 +234,9 @@ def train(
     dev_manifests = manifest_list(dev_files, "dev_files")
     train_utterances = read_utterances(train_manifests, "train_files")
     encoder = make_text_encoder(
-        text_encoder, [u.transcript for u in train_utterances], vocab_size
-    )
+        text_encoder, [u.transcript for u in train_utterances], vocab_size,
+        word_delimiter,
+    )  # fmt: skip
     if augment == "default":
         augment = AUGMENT_DEFAULT
     elif augment == "none":
@@ -252,6 +270,7 @@ def train(
             dev_files=[os.path.abspath(p) for p in dev_manifests],
             text_encoder=text_encoder,
             vocab_size=vocab_size,
+            word_delimiter=word_delimiter,
             max_duration=max_duration,
             wave_augment=wave_config,
         ),
