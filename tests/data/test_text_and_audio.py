@@ -108,6 +108,8 @@ def test_word_delimiter_separates_words_and_round_trips(tmp_path):
         encoder.save(str(tmp_path / "digits.model"))
     with pytest.raises(ValueError, match="word_delimiter must be a bool, got 'yes'"):
         SubwordEncoder(encoder.model_proto, word_delimiter="yes")
+    with pytest.raises(ValueError, match="word_delimiter must be a bool, got 1"):
+        SubwordEncoder.train(text, 14, model_type="word", word_delimiter=1)
     sub = SubwordEncoder.train(text, 24, word_delimiter=True)
     assert sub.vocab_size == 24
     assert [sub.decode(sub.encode(t)) for t in text[:20]] == text[:20]

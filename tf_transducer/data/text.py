@@ -126,6 +126,11 @@ class CharacterAlphabet:
         return cls(list(config["characters"]), config.get("drop_unknown", False))
 
 
+def _check_word_delimiter(value):
+    if not isinstance(value, bool):
+        raise ValueError(f"word_delimiter must be a bool, got {value!r}")
+
+
 class SubwordEncoder:
     """SentencePiece subwords <-> ids 1..N (0 is the blank).
 
@@ -144,8 +149,7 @@ class SubwordEncoder:
     def __init__(self, model_proto: bytes, word_delimiter: bool = False):
         spm = require("sentencepiece")
 
-        if not isinstance(word_delimiter, bool):
-            raise ValueError(f"word_delimiter must be a bool, got {word_delimiter!r}")
+        _check_word_delimiter(word_delimiter)
         self.model_proto = bytes(model_proto)
         self.word_delimiter = word_delimiter
         self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
@@ -180,6 +184,8 @@ class SubwordEncoder:
 
         spm = require("sentencepiece")
 
+        _check_word_delimiter(word_delimiter)  # before the training, not after
+
         text = [t for t in transcripts if t]
         if not text:
             raise ValueError("transcripts must contain some text to train on")
@@ -187,7 +193,7 @@ class SubwordEncoder:
         options = dict(
             sentence_iterator=iter(text),
             model_writer=model,
-            vocab_size=vocab_size - int(bool(word_delimiter)),
+            vocab_size=vocab_size - int(word_delimiter),
             model_type=model_type,
             character_coverage=character_coverage,
             pad_id=BLANK,
