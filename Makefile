@@ -14,7 +14,7 @@ TF_VERSION := 2.21.0
 # Python ARPA reader when kenlm is missing.
 DEV_EXTRAS := data,export,train,test,docs,notebooks,package
 
-.PHONY: docs bazel-test package-test demo test test-all bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
+.PHONY: docs bazel-test package-test demo test bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,9 +34,6 @@ demo: build
 
 test: build
 	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
-
-test-all: build
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "" tests
 
 bench: build
 	$(PY) benchmarks/bench_mutual_information.py

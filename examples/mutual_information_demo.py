@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`make demo`: the MI recursion and the RNN-T loss end to end.
+"""The MI recursion and the RNN-T loss end to end (run this file).
 
 1. Scores and occupation gradients of random RNN-T-shaped px / py from the
    C++ op, checked against the pure-TF path, with both timed.

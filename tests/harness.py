@@ -220,7 +220,7 @@ def check_saving(model, inputs, want, atol, call=None):
     return loaded
 
 
-def check_tflite(fn, owner, inputs, want, atol):
+def check_tflite(fn, inputs, want, atol):
     """The TFLite program (built-in ops only) of fn agrees with Keras."""
     from tf_transducer.export._tflite import Program, convert
 
@@ -247,7 +247,7 @@ def check_tflite(fn, owner, inputs, want, atol):
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "program.tflite")
         with open(path, "wb") as f:
-            f.write(convert(function, owner))
+            f.write(convert(function))
         program = Program(path, inputs=names)
         for b in range(np.shape(inputs[0])[0]):
             row = [np.asarray(x)[b : b + 1] for x in inputs]
@@ -347,7 +347,7 @@ def run_layer_test(
         wrapped(list(inputs))
         check_saving(wrapped, list(inputs), want, atol)
     if tflite:
-        check_tflite(fn, layer, inputs, want, atol * 10)
+        check_tflite(fn, inputs, want, atol * 10)
     if mixed_precision:
         check_mixed_precision(
             make, lambda new: new(*inputs, **call_kwargs), layer, want, atol

@@ -102,6 +102,51 @@ def test_wide_range_and_no_simple_loss_is_the_full_loss():
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["op", "xla"])
+def test_clamp_and_fastemit_act_on_the_pruned_loss_as_on_the_full_one(jit_compile):
+    keras.utils.set_random_seed(0)
+    model = TinyTransducer()
+    inputs, y = batch(np.random.default_rng(1), FRAMES, LABELS, 8, 5)
+    model(inputs)
+    options = dict(clamp=0.05, fastemit_lambda=0.5)
+    shared = [  # what both losses reach (not the simple projections)
+        *model.encoder.trainable_variables,
+        *model.embedding.trainable_variables,
+        *model.joiner.trainable_variables,
+    ]
+
+    def gradients(loss_of):
+        @tf.function(jit_compile=jit_compile)
+        def run():
+            with tf.GradientTape() as tape:
+                loss = loss_of(model(inputs))
+            grads = tape.gradient(loss, shared)
+            return loss, [tf.convert_to_tensor(g) for g in grads]  # embedding
+
+        return run()
+
+    def pruned(**kw):
+        loss = PrunedRnntLoss(s_range=6, simple_loss_scale=0.0, reduction="sum", **kw)
+        return lambda y_pred: loss(y, dict(y_pred, joiner=model.joiner))
+
+    def full(**kw):
+        return lambda y_pred: tt.rnnt_loss(
+            model.full_logits(y_pred), np.maximum(y, 0), 0, reduction="sum",
+            logit_lengths=FRAMES, label_lengths=[4, 1, 2], **kw,
+        )  # fmt: skip
+
+    got, got_grads = gradients(pruned(**options))
+    want, want_grads = gradients(full(**options))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert len(got_grads) == 5
+    for g, w in zip(got_grads, want_grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+    _, plain = gradients(pruned())
+    assert not np.allclose(plain[0], got_grads[0], atol=1e-4)  # the options act
+    config = PrunedRnntLoss(**options).get_config()
+    assert config["clamp"] == 0.05 and config["fastemit_lambda"] == 0.5
+
+
 def test_simple_part_is_the_simple_loss():
     keras.utils.set_random_seed(0)
     model = TinyTransducer()
@@ -216,6 +261,8 @@ def test_config_round_trip_and_saved_model_keeps_the_loss(tmp_path):
         (dict(lm_only_scale=0.6, am_only_scale=0.5), "must be < 1"),
         (dict(blank=-1), "blank must be an int >= 0"),
         (dict(pad_id=0), "pad_id must differ from blank"),
+        (dict(clamp=float("nan")), "clamp must be finite"),
+        (dict(fastemit_lambda=-0.1), "fastemit_lambda must be >= 0"),
     ],
 )
 def test_bad_arguments(kwargs, message):

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.ops import neural_transducer as nt_ops
-from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt, rnnt_pruned, rnnt_smoothed
 from tf_transducer.ops._validation import after, first_bad, real_number, require
 
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
@@ -394,6 +394,8 @@ class PrunedRnntLoss(_TransducerLoss):
       pruned_loss_scale: weight of the pruned loss.
       lm_only_scale, am_only_scale: smoothing of the simple loss (icefall's
         defaults: 0.25 and 0.0); both 0 gives `rnnt_loss_simple`.
+      clamp, fastemit_lambda: as `RnntLoss`, for the pruned loss (the one on
+        the joiner's logits).
       blank, rnnt_type, delay_penalty, pad_id, reduction, name: as `RnntLoss`.
 
     Call arguments:
@@ -440,6 +442,8 @@ class PrunedRnntLoss(_TransducerLoss):
         rnnt_type="regular",
         delay_penalty=0.0,
         pad_id=-1,
+        clamp=-1.0,
+        fastemit_lambda=0.0,
         reduction="sum_over_batch_size",
         name="pruned_rnnt_loss",
         dtype=None,
@@ -467,6 +471,10 @@ class PrunedRnntLoss(_TransducerLoss):
                 "lm_only_scale + am_only_scale must be < 1, got "
                 f"{lm_only_scale} + {am_only_scale}"
             )
+        self.clamp = real_number("clamp", clamp)
+        self.fastemit_lambda = real_number(
+            "fastemit_lambda", fastemit_lambda, minimum=0.0
+        )
 
     def components(self, y_true, y_pred):
         """{"simple": [B], "pruned": [B]}: the two unweighted losses."""
@@ -506,7 +514,7 @@ class PrunedRnntLoss(_TransducerLoss):
             reduction="none",
         )
         if self.lm_only_scale or self.am_only_scale:
-            simple, (px_grad, py_grad) = rnnt.rnnt_loss_smoothed(
+            simple, (px_grad, py_grad) = rnnt_smoothed.rnnt_loss_smoothed(
                 lm,
                 am,
                 symbols,
@@ -519,14 +527,23 @@ class PrunedRnntLoss(_TransducerLoss):
             simple, (px_grad, py_grad) = rnnt.rnnt_loss_simple(
                 lm, am, symbols, return_grad=True, **options
             )
-        ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, self.s_range)
+        ranges = rnnt_pruned.get_rnnt_prune_ranges(
+            px_grad, py_grad, boundary, self.s_range
+        )
         # do_rnnt_pruning's decoder half; the encoder is broadcast over the
         # s_range rows rather than copied.
         decoder_pruned = tf.gather(decoder, ranges, axis=1, batch_dims=1)
         logits = tf.convert_to_tensor(
             joiner(encoder[:, :, tf.newaxis, :], decoder_pruned)
         )
-        pruned = rnnt.rnnt_loss_pruned(logits, symbols, ranges, **options)
+        pruned = rnnt_pruned.rnnt_loss_pruned(
+            logits,
+            symbols,
+            ranges,
+            clamp=self.clamp,
+            fastemit_lambda=self.fastemit_lambda,
+            **options,
+        )
         return {"simple": simple, "pruned": tf.cast(pruned, simple.dtype)}
 
     def _per_utterance(self, y_true, y_pred):
@@ -544,6 +561,8 @@ class PrunedRnntLoss(_TransducerLoss):
             pruned_loss_scale=self.pruned_loss_scale,
             lm_only_scale=self.lm_only_scale,
             am_only_scale=self.am_only_scale,
+            clamp=self.clamp,
+            fastemit_lambda=self.fastemit_lambda,
         )
         return config
 
@@ -721,7 +740,7 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
     def errors(self, y_true, y_pred):
         """(edit distances [B], aligned outputs [B]) between the argmax outputs
         and the aligned targets (<e> included), at the aligned outputs: the
-        frame error of the spec's `get_error`."""
+        Neural Transducer's frame error."""
         out = self.aligned(y_true, y_pred)
         rows = nt_ops.aligned_rows(
             tf.convert_to_tensor(y_pred["logits"]), out["positions"]

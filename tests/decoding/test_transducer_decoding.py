@@ -177,15 +177,10 @@ class Pieces:
         return "".join(self.PIECES[y] for y in labels).replace("_", " ").strip()
 
 
-class Hyp:
-    def __init__(self, state):
-        self.lm_state, self.lm_score, self.words = state
-
-
 def test_word_scorer_with_subword_pieces(arpa):
     lm = ArpaModel(arpa)
     scorer = WordScorer(lm, Pieces())
-    hyp, prefix = Hyp(scorer.start()), ()
+    hyp, prefix = scorer.start(), ()
     words_seen = []
     for label in (1, 2, 3):  # "a", then "ca" + "t"
         scorer.extend(hyp, prefix, label)
@@ -199,4 +194,4 @@ def test_word_scorer_with_subword_pieces(arpa):
         expected += log10
     expected += lm.end_score(state)
     assert hyp.words == 2
-    assert hyp.lm_score == pytest.approx(expected * np.log(10))
+    assert hyp.score == pytest.approx(expected * np.log(10))

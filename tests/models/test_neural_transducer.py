@@ -256,7 +256,10 @@ def summed_log_prob(nt, encoder, lengths, labels):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_wide_beam_finds_the_most_probable_labels(seed):
-    from tf_transducer.decoding import neural_transducer_beam_search
+    from tf_transducer.decoding import (
+        neural_transducer_beam_search,
+        neural_transducer_greedy_decode,
+    )
 
     keras.utils.set_random_seed(seed)
     nt = layer(n_out=3, transducer_max_width=3)  # labels 1, 2
@@ -271,7 +274,7 @@ def test_wide_beam_finds_the_most_probable_labels(seed):
     ((labels, score),) = neural_transducer_beam_search(nt, encoder, lengths, beam=64)
     assert labels == candidates[int(np.argmax(scores))]
     assert score == pytest.approx(max(scores), abs=1e-4)
-    greedy = nt.greedy_decode(encoder, lengths)[0]
+    greedy = neural_transducer_greedy_decode(nt, encoder, lengths)[0]
     assert summed_log_prob(nt, encoder, lengths, greedy) <= score + 1e-5
     with pytest.raises(ValueError, match="beam must be an int >= 1"):
         neural_transducer_beam_search(nt, encoder, lengths, beam=0)

@@ -13,6 +13,7 @@ import soundfile as sf
 
 import tf_transducer as tt
 from tf_transducer.data.corpora import manifest
+from tf_transducer.data.text import save_text_encoder_json
 from tf_transducer.decoding.transducer import (
     KerasSteps,
     greedy_search,
@@ -198,7 +199,7 @@ def test_bad_inputs_are_named(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     model.save(run / "best.keras")
-    recipe.save_text_encoder(ALPHABET, str(run / "text_encoder.json"))
+    save_text_encoder_json(ALPHABET, str(run / "text_encoder.json"))
     with pytest.raises(ValueError, match="has 29 classes but the model .* has 12"):
         recipe.load_checkpoint(str(run))
     with pytest.raises(FileNotFoundError, match="holds no checkpoint"):

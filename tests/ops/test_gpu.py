@@ -17,7 +17,7 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import tf_transducer as tt
-from tf_transducer.ops import _loader, rnnt
+from tf_transducer.ops import _loader, rnnt, rnnt_pruned
 
 GPU_OPS = [
     "TfTransducerMutualInformation",
@@ -173,7 +173,7 @@ def test_pruned_rnnt_loss_gpu_equals_cpu(dtype, rtol):
     logits = tf.constant(rng.normal(size=[B, T, R, C]), dtype)
 
     def loss(x):
-        return rnnt.rnnt_loss_pruned(
+        return rnnt_pruned.rnnt_loss_pruned(
             x, symbols, ranges, termination_symbol=0, reduction="sum"
         )
 

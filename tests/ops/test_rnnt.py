@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import tf_transducer as tt
 from tests.ops.rnnt_reference import numerical_gradient, rnnt_loss_reference
-from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt, rnnt_pruned, rnnt_smoothed
 
 TYPES = ["regular", "modified", "constrained"]
 
@@ -188,7 +188,7 @@ def test_gradient_written_into_the_logits_buffer_is_right(pruned):
 
     def loss_of(z):
         if pruned:
-            return rnnt.rnnt_loss_pruned(z, symbols, ranges, 0, reduction="sum")
+            return rnnt_pruned.rnnt_loss_pruned(z, symbols, ranges, 0, reduction="sum")
         return rnnt.rnnt_loss(z, symbols, 0, reduction="sum")
 
     @tf.function
@@ -402,7 +402,7 @@ def test_half_precision_logits_are_read_as_such(dtype, pruned, options):
         with tf.GradientTape() as tape:
             tape.watch(logits)
             if pruned:
-                loss = rnnt.rnnt_loss_pruned(
+                loss = rnnt_pruned.rnnt_loss_pruned(
                     logits, symbols, ranges, 0, reduction="none"
                 )
             else:
@@ -465,7 +465,7 @@ def test_lengths_are_the_same_as_a_boundary():
     )
     np.testing.assert_allclose(by_lengths, by_boundary, rtol=1e-12)
     lm, am = rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 6, 4))
-    for fn in (rnnt.rnnt_loss_simple, rnnt.rnnt_loss_smoothed):
+    for fn in (rnnt.rnnt_loss_simple, rnnt_smoothed.rnnt_loss_smoothed):
         np.testing.assert_allclose(
             fn(lm, am, symbols % 4, 0, boundary=bnd, reduction="none"),
             fn(lm, am, symbols % 4, 0, reduction="none",
@@ -584,7 +584,9 @@ def test_losses_trace_with_unknown_shapes():
         loss(logits, symbols, [7, 5, 4], [4, 3, 2])
 
 
-@pytest.mark.parametrize("fn", [rnnt.rnnt_loss_simple, rnnt.rnnt_loss_smoothed])
+@pytest.mark.parametrize(
+    "fn", [rnnt.rnnt_loss_simple, rnnt_smoothed.rnnt_loss_smoothed]
+)
 def test_negative_delay_penalty_is_rejected_by_every_loss(fn):
     lm, am = np.zeros((1, 3, 4)), np.zeros((1, 5, 4))
     with pytest.raises(ValueError, match="delay_penalty must be >= 0, got -0.5"):

@@ -13,7 +13,7 @@ from tests.ops.rnnt_reference import (
     prune_ranges_reference,
     pruned_logprobs_reference,
 )
-from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt, rnnt_pruned
 
 TYPES = ["regular", "modified", "constrained"]
 
@@ -36,7 +36,7 @@ def occupations(lm, am, symbols, boundary, rnnt_type):
 
 
 def test_monotonic_lower_bound_examples():
-    got = rnnt._monotonic_lower_bound(tf.constant([0, 2, 1, 3, 6, 5, 8]))
+    got = rnnt_pruned._monotonic_lower_bound(tf.constant([0, 2, 1, 3, 6, 5, 8]))
     np.testing.assert_array_equal(got, [0, 1, 1, 3, 5, 5, 8])
 
 
@@ -49,7 +49,7 @@ def test_prune_ranges_match_reference(rnnt_type, s_range):
     rng = np.random.default_rng([len(rnnt_type), s_range])
     lm, am, symbols, boundary = simple_problem(rng)
     px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
-    got = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range).numpy()
+    got = rnnt_pruned.get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range).numpy()
     want = prune_ranges_reference(px_grad, py_grad, boundary, s_range)
     np.testing.assert_array_equal(got, want)
     starts = got[:, :, 0]
@@ -64,10 +64,12 @@ def test_pruned_logprobs_match_reference(rnnt_type):
     rng = np.random.default_rng(1)
     lm, am, symbols, boundary = simple_problem(rng)
     px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
-    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
-    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    ranges = rnnt_pruned.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
+    am_p, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
     logits = (am_p + lm_p).numpy()
-    got = rnnt.get_rnnt_logprobs_pruned(logits, symbols, ranges, 0, boundary, rnnt_type)
+    got = rnnt_pruned.get_rnnt_logprobs_pruned(
+        logits, symbols, ranges, 0, boundary, rnnt_type
+    )
     want = pruned_logprobs_reference(
         logits, symbols, ranges.numpy(), 0, boundary, rnnt_type
     )
@@ -79,7 +81,7 @@ def test_do_rnnt_pruning_gathers_the_kept_rows():
     rng = np.random.default_rng(2)
     am, lm = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 5, 3))
     ranges = np.array([[[0, 1], [1, 2], [1, 2], [3, 4]]] * 2)
-    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    am_p, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
     assert am_p.shape == lm_p.shape == (2, 4, 2, 3)
     np.testing.assert_array_equal(lm_p[1, 3, 1], lm[1, 4])
     np.testing.assert_array_equal(am_p[0, 2, 0], am[0, 2])
@@ -90,9 +92,9 @@ def test_pruned_loss_with_full_range_equals_the_full_loss(rnnt_type):
     rng = np.random.default_rng(3)
     lm, am, symbols, boundary = simple_problem(rng)
     px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
-    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 6)  # S + 1
-    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
-    pruned = rnnt.rnnt_loss_pruned(
+    ranges = rnnt_pruned.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 6)  # S + 1
+    am_p, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
+    pruned = rnnt_pruned.rnnt_loss_pruned(
         am_p + lm_p, symbols, ranges, 0, boundary, rnnt_type, 0.1, "none"
     )
     logits = am[:, :, np.newaxis] + lm[:, np.newaxis]
@@ -105,9 +107,9 @@ def test_pruning_only_removes_paths(rnnt_type):
     rng = np.random.default_rng(4)
     lm, am, symbols, boundary = simple_problem(rng)
     px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
-    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
-    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
-    pruned = rnnt.rnnt_loss_pruned(
+    ranges = rnnt_pruned.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
+    am_p, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
+    pruned = rnnt_pruned.rnnt_loss_pruned(
         am_p + lm_p, symbols, ranges, 0, boundary, rnnt_type, reduction="none"
     )
     logits = am[:, :, np.newaxis] + lm[:, np.newaxis]
@@ -135,11 +137,11 @@ def test_pruned_loss_gradient():
     rng = np.random.default_rng(5)
     lm, am, symbols, boundary = simple_problem(rng, B=2, T=5, S=3, C=4)
     px_grad, py_grad = occupations(lm, am, symbols, boundary, "regular")
-    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 2)
-    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    ranges = rnnt_pruned.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 2)
+    am_p, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
 
     def f(logits):
-        return rnnt.rnnt_loss_pruned(logits, symbols, ranges, 0, boundary)
+        return rnnt_pruned.rnnt_loss_pruned(logits, symbols, ranges, 0, boundary)
 
     analytic, numeric = tf.test.compute_gradient(f, [(am_p + lm_p).numpy()])
     np.testing.assert_allclose(analytic[0], numeric[0], atol=1e-7)
@@ -154,7 +156,7 @@ def test_too_small_s_range_is_rejected(s_range, rnnt_type, message):
     lm, am, symbols, boundary = simple_problem(rng)
     px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
     with pytest.raises(ValueError, match=message):
-        rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range)
+        rnnt_pruned.get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range)
 
 
 @pytest.mark.parametrize("rnnt_type", TYPES)
@@ -163,15 +165,15 @@ def test_fused_pruned_loss_matches_the_composite_path(rnnt_type, jit_compile):
     rng = np.random.default_rng(7)
     lm, am, symbols, boundary = simple_problem(rng)
     px_grad, py_grad = occupations(lm, am, symbols, boundary, rnnt_type)
-    ranges = rnnt.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
-    am_p, lm_p = rnnt.do_rnnt_pruning(am, lm, ranges)
+    ranges = rnnt_pruned.get_rnnt_prune_ranges(px_grad, py_grad, boundary, 3)
+    am_p, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
     logits = am_p + lm_p
     weights = tf.constant([1.0, -0.5, 2.0], tf.float64)
 
     def fused(x):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            loss = rnnt.rnnt_loss_pruned(
+            loss = rnnt_pruned.rnnt_loss_pruned(
                 x, symbols, ranges, 0, boundary, rnnt_type, 0.1, "none"
             )
             total = tf.reduce_sum(loss * weights)
@@ -179,7 +181,7 @@ def test_fused_pruned_loss_matches_the_composite_path(rnnt_type, jit_compile):
 
     with tf.GradientTape() as tape:
         tape.watch(logits)
-        px, py = rnnt.get_rnnt_logprobs_pruned(
+        px, py = rnnt_pruned.get_rnnt_logprobs_pruned(
             logits, symbols, ranges, 0, boundary, rnnt_type
         )
         px = rnnt._add_delay_penalty(px, boundary, rnnt_type, 0.1)
@@ -195,4 +197,4 @@ def test_non_consecutive_ranges_are_rejected():
     logits = np.zeros((1, 3, 2, 4))
     ranges = np.array([[[0, 1], [0, 2], [1, 2]]])
     with pytest.raises(tf.errors.InvalidArgumentError, match="consecutive"):
-        rnnt.rnnt_loss_pruned(logits, [[1, 2]], ranges, 0)
+        rnnt_pruned.rnnt_loss_pruned(logits, [[1, 2]], ranges, 0)

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tests.ops.mi_reference import mi_reference
 from tests.ops.rnnt_reference import smoothed_logprobs_reference
-from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt, rnnt_smoothed
 
 TYPES = ["regular", "modified", "constrained"]
 
@@ -25,7 +25,7 @@ def problem(rng, B=2, T=6, S=3, C=5):
 def test_smoothed_logprobs_match_reference(rnnt_type, scales):
     rng = np.random.default_rng([len(rnnt_type), int(scales[0] * 100)])
     lm, am, symbols, boundary = problem(rng)
-    got = rnnt.get_rnnt_logprobs_smoothed(
+    got = rnnt_smoothed.get_rnnt_logprobs_smoothed(
         lm, am, symbols, 1, *scales, boundary=boundary, rnnt_type=rnnt_type
     )
     want = smoothed_logprobs_reference(lm, am, symbols, 1, *scales, boundary, rnnt_type)
@@ -37,7 +37,7 @@ def test_smoothed_logprobs_match_reference(rnnt_type, scales):
 def test_smoothed_loss_matches_reference(rnnt_type):
     rng = np.random.default_rng(7)
     lm, am, symbols, boundary = problem(rng)
-    got, (px_grad, _) = rnnt.rnnt_loss_smoothed(
+    got, (px_grad, _) = rnnt_smoothed.rnnt_loss_smoothed(
         lm, am, symbols, 1, 0.2, 0.05, boundary, rnnt_type, reduction="none",
         return_grad=True,
     )  # fmt: skip
@@ -52,7 +52,7 @@ def test_smoothed_loss_matches_reference(rnnt_type):
 def test_zero_smoothing_is_the_simple_loss():
     rng = np.random.default_rng(8)
     lm, am, symbols, boundary = problem(rng)
-    smoothed = rnnt.rnnt_loss_smoothed(lm, am, symbols, 1, 0.0, 0.0, boundary)
+    smoothed = rnnt_smoothed.rnnt_loss_smoothed(lm, am, symbols, 1, 0.0, 0.0, boundary)
     simple = rnnt.rnnt_loss_simple(lm, am, symbols, 1, boundary)
     np.testing.assert_allclose(smoothed, simple, rtol=1e-12)
 
@@ -62,7 +62,7 @@ def test_smoothed_loss_gradient_matches_finite_differences():
     lm, am, symbols, boundary = problem(rng, B=2, T=4, S=2, C=3)
 
     def f(lm, am):
-        return rnnt.rnnt_loss_smoothed(lm, am, symbols, 1, 0.2, 0.1, boundary)
+        return rnnt_smoothed.rnnt_loss_smoothed(lm, am, symbols, 1, 0.2, 0.1, boundary)
 
     analytic, numeric = tf.test.compute_gradient(f, [lm, am])
     for a, n in zip(analytic, numeric, strict=True):

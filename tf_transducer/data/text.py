@@ -9,6 +9,7 @@ so `vocab_size` counts the blank. Label sequences in batches are padded with
 
 import base64
 import collections
+import json
 import os
 from collections.abc import Iterable, Sequence
 
@@ -263,6 +264,34 @@ class SubwordEncoder:
             base64.b64decode(config["model_proto"]),
             config.get("word_delimiter", False),
         )
+
+
+def save_text_encoder_json(encoder, path: str) -> None:
+    """Writes a CharacterAlphabet / SubwordEncoder as JSON ({"kind",
+    "config"}; what `load_text_encoder_json` reads), atomically."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"kind": type(encoder).__name__, "config": encoder.get_config()}, f)
+    os.replace(path + ".tmp", path)
+
+
+def load_text_encoder_json(path: str):
+    """The CharacterAlphabet / SubwordEncoder `save_text_encoder_json` wrote;
+    a ValueError names the file and what is wrong with it."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such text encoder file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a JSON text encoder ({error})") from None
+    kinds = {"CharacterAlphabet": CharacterAlphabet, "SubwordEncoder": SubwordEncoder}
+    if not isinstance(saved, dict) or saved.get("kind") not in kinds:
+        kind = saved.get("kind") if isinstance(saved, dict) else saved
+        raise ValueError(f"{path}: unknown text encoder {kind!r}")
+    try:
+        return kinds[saved["kind"]].from_config(saved["config"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: bad {saved['kind']} config ({error})") from None
 
 
 def load_text_encoder(path: str):

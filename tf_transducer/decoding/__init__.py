@@ -13,17 +13,35 @@ from tf_transducer.decoding.metrics import (
     edit_distance,
     word_error_rate,
 )
-from tf_transducer.decoding.neural_transducer import neural_transducer_beam_search
+from tf_transducer.decoding.neural_transducer import (
+    neural_transducer_beam_search,
+    neural_transducer_greedy_decode,
+)
+from tf_transducer.decoding.transducer import (
+    KerasSteps,
+    beam_search,
+    greedy_search,
+    modified_beam_search,
+    transducer_beam_search,
+    transducer_greedy_decode,
+)
 
 __all__ = [
     "ArpaModel",
     "KenLMModel",
+    "KerasSteps",
     "WordScorer",
+    "beam_search",
     "char_error_rate",
     "ctc_beam_search",
     "ctc_greedy_decode",
     "edit_distance",
+    "greedy_search",
     "load_language_model",
+    "modified_beam_search",
     "neural_transducer_beam_search",
+    "neural_transducer_greedy_decode",
+    "transducer_beam_search",
+    "transducer_greedy_decode",
     "word_error_rate",
 ]

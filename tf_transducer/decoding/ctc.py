@@ -11,11 +11,8 @@ import math
 
 import numpy as np
 
-
-def _log_softmax(x):
-    x = np.asarray(x, np.float64)
-    shifted = x - x.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+from tf_transducer.decoding._numeric import log_add, log_softmax
+from tf_transducer.decoding.lm import LmContext
 
 
 def _lengths(logits, lengths):
@@ -49,29 +46,18 @@ def ctc_greedy_decode(logits, lengths=None, blank=0):
     return out
 
 
-def _log_add(a, b):
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    m = max(a, b)
-    return m + math.log1p(math.exp(-abs(a - b)))
-
-
 class _Beam:
     """One search state: a prefix and whether its alignments end in a blank,
     their total log-probability, and the prefix's language-model state."""
 
-    __slots__ = ("score", "lm_state", "lm_score", "words")
+    __slots__ = ("score", "lm")
 
-    def __init__(self, lm_state=None, lm_score=0.0, words=0):
+    def __init__(self, lm):
         self.score = -math.inf
-        self.lm_state = lm_state
-        self.lm_score = lm_score
-        self.words = words
+        self.lm = lm
 
     def child(self):
-        return _Beam(self.lm_state, self.lm_score, self.words)
+        return _Beam(self.lm.copy())
 
 
 def ctc_beam_search(
@@ -114,7 +100,7 @@ def ctc_beam_search(
     """
     if not isinstance(beam_width, int) or beam_width < 1:
         raise ValueError(f"beam_width must be an int >= 1, got {beam_width!r}")
-    log_probs = _log_softmax(logits)
+    log_probs = log_softmax(logits)
     return [
         _search(log_probs[b, :n], beam_width, blank, scorer, alpha, beta, cutoff_top_n)
         for b, n in enumerate(_lengths(logits, lengths))
@@ -127,18 +113,18 @@ def _move(moves, scorer, key, score, parent, new_label=None):
     if beam is None:
         beam = parent.child()
         if new_label is not None and scorer is not None:
-            scorer.extend(beam, key[0][:-1], new_label)
+            scorer.extend(beam.lm, key[0][:-1], new_label)
         moves[key] = beam
-    beam.score = _log_add(beam.score, score)
+    beam.score = log_add(beam.score, score)
 
 
 def _search(log_probs, beam_width, blank, scorer, alpha, beta, cutoff_top_n):
     def rank(beam):
         if scorer is None:
             return beam.score
-        return beam.score + alpha * beam.lm_score + beta * beam.words
+        return beam.score + alpha * beam.lm.score + beta * beam.lm.words
 
-    start = _Beam(*(scorer.start() if scorer else (None, 0.0, 0)))
+    start = _Beam(scorer.start() if scorer else LmContext())
     start.score = 0.0
     beams = {((), True): start}
     top_n = min(cutoff_top_n, log_probs.shape[-1])
@@ -160,11 +146,11 @@ def _search(log_probs, beam_width, blank, scorer, alpha, beta, cutoff_top_n):
     finals = {}
     for (prefix, _), beam in beams.items():
         if prefix in finals:
-            finals[prefix].score = _log_add(finals[prefix].score, beam.score)
+            finals[prefix].score = log_add(finals[prefix].score, beam.score)
         else:
             final = beam.child()
             final.score = beam.score
             if scorer is not None:
-                scorer.finish(final, prefix)
+                scorer.finish(final.lm, prefix)
             finals[prefix] = final
     return list(max(finals.items(), key=lambda item: rank(item[1]))[0])

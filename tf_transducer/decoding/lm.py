@@ -12,6 +12,7 @@ Two back ends with one interface (`begin_state()`, `score(state, word) ->
 `WordScorer` plugs either into `ctc_beam_search` and the transducer searches.
 """
 
+import dataclasses
 import math
 import os
 
@@ -111,6 +112,24 @@ def load_language_model(path):
     return KenLMModel(path)
 
 
+@dataclasses.dataclass
+class LmContext:
+    """What a search hypothesis carries for its language model.
+
+    Attributes:
+      state: the LM's state after the words scored so far (None: no LM).
+      score: their natural-log LM probability.
+      words: how many words were scored.
+    """
+
+    state: object = None
+    score: float = 0.0
+    words: int = 0
+
+    def copy(self) -> "LmContext":
+        return dataclasses.replace(self)
+
+
 class WordScorer:
     """Scores the words of label prefixes with a language model (natural log).
 
@@ -118,25 +137,28 @@ class WordScorer:
     split by `space`: characters, SentencePiece subwords or whole words. A
     word is scored once the text has moved past it (a space or another word
     followed); the trailing word and the end of the sentence at `finish`.
-    Used by the CTC and transducer beam searches.
+    Used by the CTC and transducer beam searches, which keep an `LmContext`
+    per hypothesis (`start`) and hand it to `extend` and `finish`.
 
     Args:
       model: a KenLMModel or ArpaModel.
-      alphabet: the text encoder (`CharacterAlphabet`, `SubwordEncoder`, ...).
+      text_encoder: labels -> text (`CharacterAlphabet`, `SubwordEncoder`,
+        ...).
       space: the character that ends a word.
     """
 
-    def __init__(self, model, alphabet, space=" "):
+    def __init__(self, model, text_encoder, space=" "):
         self.model = model
-        self.alphabet = alphabet
+        self.text_encoder = text_encoder
         self.space = space
         self._breaks = {}  # label -> whether it can complete a word
 
-    def start(self):
-        return self.model.begin_state(), 0.0, 0
+    def start(self) -> LmContext:
+        """The context of the empty prefix."""
+        return LmContext(self.model.begin_state())
 
     def _words(self, labels):
-        text = self.alphabet.decode(list(labels))
+        text = self.text_encoder.decode(list(labels))
         words = text.split(self.space)
         return [w for w in words if w], text.endswith(self.space)
 
@@ -148,23 +170,24 @@ class WordScorer:
             self._breaks[label] = ended or len(words) > 1
         return self._breaks[label]
 
-    def extend(self, beam, prefix, label):
-        """Called when label is appended to prefix: scores completed words."""
+    def extend(self, lm: LmContext, prefix, label) -> None:
+        """Called when label is appended to prefix (whose context lm is, now
+        updated in place): scores the words that completes."""
         if not self._can_complete_a_word(label):
             return
         words, ended = self._words(tuple(prefix) + (label,))
         done = words if ended else words[:-1]
-        for word in done[beam.words :]:
-            self._add(beam, word)
+        for word in done[lm.words :]:
+            self._add(lm, word)
 
-    def finish(self, beam, prefix):
-        """Scores the trailing word and the end of the sentence."""
+    def finish(self, lm: LmContext, prefix) -> None:
+        """Scores the trailing word of prefix and the end of the sentence."""
         words, _ = self._words(prefix)
-        for word in words[beam.words :]:
-            self._add(beam, word)
-        beam.lm_score += LN10 * self.model.end_score(beam.lm_state)
+        for word in words[lm.words :]:
+            self._add(lm, word)
+        lm.score += LN10 * self.model.end_score(lm.state)
 
-    def _add(self, beam, word):
-        log10, beam.lm_state = self.model.score(beam.lm_state, word)
-        beam.lm_score += LN10 * log10
-        beam.words += 1
+    def _add(self, lm, word):
+        log10, lm.state = self.model.score(lm.state, word)
+        lm.score += LN10 * log10
+        lm.words += 1

@@ -13,10 +13,7 @@ sequence, its probability summed over alignments.
 import numpy as np
 import tensorflow as tf
 
-
-def _log_softmax(x):
-    x = x - x.max(-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+from tf_transducer.decoding._numeric import log_softmax
 
 
 def _merge(table, labels, score, state):
@@ -24,6 +21,25 @@ def _merge(table, labels, score, state):
         table[labels] = (np.logaddexp(table[labels][0], score), state)
     else:
         table[labels] = (score, state)
+
+
+def neural_transducer_greedy_decode(layer, encoder, encoder_lengths):
+    """B label lists: block-by-block greedy decoding with a NeuralTransducer
+    layer (its `step`: each block's best output until <e>), eagerly.
+
+    Args:
+      layer: the `tf_transducer.layers.NeuralTransducer`.
+      encoder: float [B, T, D] encoder frames; encoder_lengths: int [B].
+    """
+    frames, mask, _ = layer.blocks(encoder, encoder_lengths)
+    state = layer.initial_state(encoder, encoder_lengths)
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=2)  # [B, NB]
+    hyps = [[] for _ in range(int(tf.shape(encoder)[0]))]
+    for k in range(int(tf.shape(frames)[1])):
+        labels, _, state = layer.step(frames[:, k], lengths[:, k], state)
+        for b, row in enumerate(np.asarray(labels)):
+            hyps[b].extend(int(y) for y in row if y >= 0)
+    return hyps
 
 
 def neural_transducer_beam_search(layer, encoder, encoder_lengths, beam=4):
@@ -56,7 +72,7 @@ def neural_transducer_beam_search(layer, encoder, encoder_lengths, beam=4):
                 logits = layer.head(
                     outs[:, None], tf.repeat(f, n, 0), tf.repeat(m, n, 0), index=k
                 )[:, 0]
-                log_probs = _log_softmax(np.asarray(logits, np.float64))
+                log_probs = log_softmax(logits)
                 grown = []
                 for (score, labels, state), row in zip(active, log_probs, strict=True):
                     _merge(finished, labels, score + row[e], state)

@@ -14,13 +14,8 @@ log-probabilities of the model (each alignment: the product of its steps).
 
 import numpy as np
 
-from tf_transducer.decoding.ctc import _log_add
-
-
-def _log_softmax(x):
-    x = np.asarray(x, np.float64)
-    shifted = x - x.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+from tf_transducer.decoding._numeric import log_add, log_softmax
+from tf_transducer.decoding.lm import LmContext
 
 
 def _select(mask, new, old):
@@ -70,7 +65,7 @@ def greedy_continue(encoder, lengths, steps, search, max_symbols_per_frame=3, bl
     for t in range(encoder.shape[1]):
         active = t < lengths
         for _ in range(max_symbols_per_frame):
-            log_probs = _log_softmax(steps.joint(encoder[:, t], search.decoder))
+            log_probs = log_softmax(steps.joint(encoder[:, t], search.decoder))
             best = log_probs.argmax(axis=-1)
             emit = active & (best != blank)
             search.scores += np.where(active, log_probs[np.arange(batch), best], 0.0)
@@ -103,23 +98,22 @@ def greedy_search(encoder, lengths, steps, max_symbols_per_frame=3, blank=0):
 
 
 class _Hyp:
-    __slots__ = ("prefix", "score", "decoder", "state", "lm_state", "lm_score", "words")
+    __slots__ = ("prefix", "score", "decoder", "state", "lm")
 
-    def __init__(self, prefix, score, decoder, state, lm=(None, 0.0, 0)):
+    def __init__(self, prefix, score, decoder, state, lm):
         self.prefix, self.score = prefix, score
         self.decoder, self.state = decoder, state
-        self.lm_state, self.lm_score, self.words = lm
+        self.lm = lm  # LmContext
 
     def stay(self, score):
         """The same hypothesis (no new label) with another score."""
-        lm = (self.lm_state, self.lm_score, self.words)
-        return _Hyp(self.prefix, score, self.decoder, self.state, lm)
+        return _Hyp(self.prefix, score, self.decoder, self.state, self.lm.copy())
 
 
 def _rank(hyp, scorer, alpha, beta):
     if scorer is None:
         return hyp.score
-    return hyp.score + alpha * hyp.lm_score + beta * hyp.words
+    return hyp.score + alpha * hyp.lm.score + beta * hyp.lm.words
 
 
 def _grow(parents, labels, steps, scorer):
@@ -136,23 +130,23 @@ def _grow(parents, labels, steps, scorer):
             parent.score,
             decoder[j : j + 1],
             [s[j : j + 1] for s in state],
-            (parent.lm_state, parent.lm_score, parent.words),
+            parent.lm.copy(),
         )
         if scorer is not None:
-            scorer.extend(child, parent.prefix, label)
+            scorer.extend(child.lm, parent.prefix, label)
         children.append(child)
     return children
 
 
 def _start(steps, scorer):
     decoder, state = steps.start(1)
-    return _Hyp((), 0.0, decoder, state, scorer.start() if scorer else (None, 0.0, 0))
+    return _Hyp((), 0.0, decoder, state, scorer.start() if scorer else LmContext())
 
 
 def _finish(hyps, scorer, alpha, beta):
     if scorer is not None:
         for hyp in hyps:
-            scorer.finish(hyp, hyp.prefix)
+            scorer.finish(hyp.lm, hyp.prefix)
     best = max(hyps, key=lambda h: _rank(h, scorer, alpha, beta))
     return list(best.prefix), best.score
 
@@ -175,7 +169,7 @@ def modified_beam_search(
     hyps = [_start(steps, scorer)]
     for frame in np.asarray(encoder, np.float32):
         decoders = np.concatenate([h.decoder for h in hyps])
-        log_probs = _log_softmax(
+        log_probs = log_softmax(
             steps.joint(np.repeat(frame[None], len(hyps), 0), decoders)
         )
         merged, pending = {}, []
@@ -184,7 +178,7 @@ def modified_beam_search(
             if stay is None:
                 merged[hyp.prefix] = hyp.stay(hyp.score + lp[blank])
             else:
-                stay.score = _log_add(stay.score, hyp.score + lp[blank])
+                stay.score = log_add(stay.score, hyp.score + lp[blank])
             order = np.argsort(-lp)
             for k in [int(k) for k in order[: beam + 1] if k != blank][:beam]:
                 pending.append((hyp.score + lp[k], hyp, k))
@@ -201,7 +195,7 @@ def modified_beam_search(
                 if same is None:
                     merged[child.prefix] = child
                 else:
-                    same.score = _log_add(same.score, score)
+                    same.score = log_add(same.score, score)
         hyps = sorted(merged.values(), key=lambda h: -_rank(h, scorer, alpha, beta))[
             :beam
         ]
@@ -240,12 +234,12 @@ def beam_search(
                 break
             best = max(unfinished, key=lambda h: _rank(h, scorer, alpha, beta))
             unfinished.remove(best)
-            lp = _log_softmax(steps.joint(frame[None], best.decoder))[0]
+            lp = log_softmax(steps.joint(frame[None], best.decoder))[0]
             same = next((h for h in finished if h.prefix == best.prefix), None)
             if same is None:
                 finished.append(best.stay(best.score + lp[blank]))
             else:
-                same.score = _log_add(same.score, best.score + lp[blank])
+                same.score = log_add(same.score, best.score + lp[blank])
             labels = [int(k) for k in np.argsort(-lp)[: beam + 1] if k != blank][:beam]
             children = _grow([best] * len(labels), labels, steps, scorer)
             for child, k in zip(children, labels, strict=True):

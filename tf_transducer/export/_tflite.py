@@ -28,16 +28,15 @@ def check_quantization(quantization):
     return quantization
 
 
-def convert(function, owner, quantization="float", representative=None):
+def convert(function, quantization="float", representative=None):
     """TFLite flatbuffer bytes of a tf.function, TFLite built-in ops only.
 
-    The function (with an input_signature) is frozen (its variables become
-    constants) and saved as a SavedModel signature first, which keeps its
-    input and output names.
+    The function (with an input_signature) is frozen (the variables its
+    concrete function captures become constants) and saved as a SavedModel
+    signature first, which keeps its input and output names.
 
     Args:
       function: a `tf.function` with an input_signature, returning a dict.
-      owner: the Keras layer / model / tf.Module whose variables it reads.
       quantization: "float"; "dynamic" (int8 weights, per channel where the
         converter allows, float activations); or "int8" (full integer:
         int8 weights and activations calibrated on `representative`, int8
@@ -50,7 +49,6 @@ def convert(function, owner, quantization="float", representative=None):
         convert_variables_to_constants_v2,
     )
 
-    del owner  # the concrete function captures the variables it reads
     quantization = check_quantization(quantization)
     if quantization == "int8" and not representative:
         raise ValueError("int8 quantisation needs representative inputs, got none")
@@ -137,7 +135,7 @@ def write_files(folder, files):
 
 
 def write_export(
-    export_dir, functions, owner, quantization, quantized, meta, extras=None,
+    export_dir, functions, quantization, quantized, meta, extras=None,
     calibrate=None,
 ):  # fmt: skip
     """Converts `functions` and writes an export folder, all or nothing.
@@ -152,7 +150,6 @@ def write_export(
     Args:
       export_dir: the folder to create or replace.
       functions: {program name: tf.function}, written as `<name>.tflite`.
-      owner: what holds their variables (for `convert`).
       quantization: "float", "dynamic" or "int8".
       quantized: the program names to quantise (the others stay float).
       meta: the export.json content; "quantization" and "programs" are added.
@@ -162,7 +159,7 @@ def write_export(
     Returns:
       {file name: size in bytes}.
     """
-    programs = {f"{name}.tflite": convert(fn, owner) for name, fn in functions.items()}
+    programs = {f"{name}.tflite": convert(fn) for name, fn in functions.items()}
     modes = {name: quantization if name in quantized else "float" for name in functions}
 
     def write_meta(folder, mode, program_modes):
@@ -180,7 +177,7 @@ def write_export(
             samples = calibrate(staging) if quantization == "int8" else {}
             for name in quantized:
                 programs[f"{name}.tflite"] = convert(
-                    functions[name], owner, quantization, samples.get(name)
+                    functions[name], quantization, samples.get(name)
                 )
             write_files(staging, programs)
             write_meta(staging, quantization, modes)

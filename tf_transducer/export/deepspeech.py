@@ -106,7 +106,6 @@ def export_deepspeech(
     return write_export(
         export_dir,
         {"features": features, "acoustic": acoustic},
-        model,
         quantization,
         ["acoustic"],  # the features program (DFT, filterbank) stays float
         meta,

@@ -85,7 +85,6 @@ def export_neural_transducer(
     return write_export(
         export_dir,
         functions,
-        layer,
         quantization,
         list(functions),
         meta,

@@ -23,7 +23,6 @@ as encoder chunks complete; its transcript equals the offline Keras
 greedy transcript (float programs).
 """
 
-import json
 import os
 
 import numpy as np
@@ -194,11 +193,11 @@ def export_transducer(
         "predictor_kind": model.predictor.kind,
         "vocab_size": model.vocab_size,
     }
-    kind = type(text_encoder).__name__
 
     def extras(folder):
-        with open(os.path.join(folder, "text_encoder.json"), "w") as f:
-            json.dump({"kind": kind, "config": text_encoder.get_config()}, f)
+        from tf_transducer.data.text import save_text_encoder_json
+
+        save_text_encoder_json(text_encoder, os.path.join(folder, "text_encoder.json"))
 
     def calibrate(folder):
         return record_inputs(
@@ -209,29 +208,8 @@ def export_transducer(
         )
 
     return write_export(
-        export_dir, functions, model, quantization, QUANTIZED, meta, extras, calibrate
+        export_dir, functions, quantization, QUANTIZED, meta, extras, calibrate
     )
-
-
-def load_text_encoder_config(path):
-    """The CharacterAlphabet / SubwordEncoder saved as text_encoder.json."""
-    from tf_transducer.data import CharacterAlphabet, SubwordEncoder
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such text encoder file")
-    try:
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a JSON text encoder ({error})") from None
-    kinds = {"CharacterAlphabet": CharacterAlphabet, "SubwordEncoder": SubwordEncoder}
-    if not isinstance(saved, dict) or saved.get("kind") not in kinds:
-        kind = saved.get("kind") if isinstance(saved, dict) else saved
-        raise ValueError(f"{path}: unknown text encoder {kind!r}")
-    try:
-        return kinds[saved["kind"]].from_config(saved["config"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"{path}: bad {saved['kind']} config ({error})") from None
 
 
 class _TfliteSteps:
@@ -281,7 +259,9 @@ class TransducerStream:
         self.quantization = check_export_quantization(
             export_dir, self.meta, quantization
         )
-        self.text_encoder = load_text_encoder_config(
+        from tf_transducer.data.text import load_text_encoder_json
+
+        self.text_encoder = load_text_encoder_json(
             os.path.join(export_dir, "text_encoder.json")
         )
         m = self.meta

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Keras layers: audio features (and, later, augmentation and model parts)."""
+"""Keras layers: audio features, SpecAugment, and the transducers' parts."""
 
 from tf_transducer.layers.feature_normalization import FeatureNormalization
 from tf_transducer.layers.frame_stacking import FrameStacking

@@ -271,18 +271,6 @@ class NeuralTransducer(keras.layers.Layer):
         counts = tf.reduce_sum(tf.cast(labels >= 0, tf.int32), axis=1)
         return labels, counts, [out, h, c]
 
-    def greedy_decode(self, encoder, encoder_lengths):
-        """B label lists: block-by-block greedy decoding of whole sequences."""
-        frames, mask, num_blocks = self.blocks(encoder, encoder_lengths)
-        state = self.initial_state(encoder, encoder_lengths)
-        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=2)  # [B, NB]
-        hyps = [[] for _ in range(int(tf.shape(encoder)[0]))]
-        for k in range(int(tf.shape(frames)[1])):
-            labels, _, state = self.step(frames[:, k], lengths[:, k], state)
-            for b, row in enumerate(labels.numpy()):
-                hyps[b].extend(int(y) for y in row if y >= 0)
-        return hyps
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -21,6 +21,17 @@ import tensorflow as tf
 
 from tf_transducer.layers._checks import ListLengths, resolve_lengths
 
+# Each block draws from its own streams (stream, stream + 1, ...), so that
+# switching one block off leaves the others' numbers unchanged.
+TIME_MASK_STREAM = 10
+FREQ_MASK_STREAM = 20
+TIME_WARP_STREAM = 30
+FREQ_WARP_STREAM = 40
+FREQ_NOISE_STREAM = 50
+# A prime that spreads (stream, utterance) and (utterance, frame) pairs apart
+# in the stateless hash's inputs.
+_SPREAD = 1_000_003
+
 # Parameters that may be given per domain (one value per entry of domain_ids).
 PER_DOMAIN = (
     "freq_mask_max_bins",
@@ -133,7 +144,7 @@ class Draws:
             )
         # Box-Muller on two independent uniform draws.
         u1 = 1.0 - hash_uniform(shape, self.seed, stream)  # (0, 1]
-        u2 = hash_uniform(shape, self.seed, stream + 1_000_003)
+        u2 = hash_uniform(shape, self.seed, stream + _SPREAD)
         radius = tf.sqrt(-2.0 * tf.math.log(u1))
         return mean + stddev * radius * tf.cos(2.0 * 3.141592653589793 * u2)
 
@@ -152,7 +163,7 @@ def input_seed(x, lengths):
     b = tf.range(shape[0])[:, None]
     t = tf.range(shape[1])[None, :]
     per_frame = tf.reduce_prod(shape[2:])  # values per frame
-    frame_start = (b * 1_000_003 + t) * per_frame  # [B, T]
+    frame_start = (b * _SPREAD + t) * per_frame  # [B, T]
     within = tf.reshape(tf.range(per_frame), tf.concat([[1, 1], shape[2:]], 0))
     position = (
         tf.reshape(frame_start, tf.concat([shape[:2], tf.ones_like(shape[2:])], 0))
@@ -269,7 +280,9 @@ def resample_axis(x, source, axis):
     return w * at_hi + (1.0 - w) * at_lo
 
 
-def time_warp(x, lengths, draws, max_frames, max_ratio, bound="static", stream=30):
+def time_warp(
+    x, lengths, draws, max_frames, max_ratio, bound="static", stream=TIME_WARP_STREAM
+):
     """Warps each utterance along time within its length (see warp_positions).
 
     bound "static": shifts up to min(max_frames, max_ratio * length);
@@ -288,7 +301,7 @@ def time_warp(x, lengths, draws, max_frames, max_ratio, bound="static", stream=3
     return resample_axis(x, source, axis=1)
 
 
-def frequency_warp(x, lengths, draws, max_bins, stream=40):
+def frequency_warp(x, lengths, draws, max_bins, stream=FREQ_WARP_STREAM):
     """Warps every frame along frequency by up to max_bins (bins 0, F-1 fixed)."""
     if max_bins <= 0:
         return x
@@ -298,7 +311,9 @@ def frequency_warp(x, lengths, draws, max_bins, stream=40):
     return tf.where(valid, resample_axis(x, source, axis=2), x)
 
 
-def frequency_noise(x, lengths, draws, max_stddev, weight=1.0, stream=50):
+def frequency_noise(
+    x, lengths, draws, max_stddev, weight=1.0, stream=FREQ_NOISE_STREAM
+):
     """Multiplies each utterance's bins by N(1, s), s ~ U(0, max_stddev * weight)."""
     if max_stddev <= 0.0:
         return x
@@ -320,7 +335,7 @@ def time_mask(
     masks_per_frame=0.0,
     use_noise=False,
     gaussian_noise=False,
-    stream=10,
+    stream=TIME_MASK_STREAM,
 ):
     """Zeroes (or fills with noise) up to `count` blocks of frames per utterance.
 
@@ -354,7 +369,7 @@ def time_mask(
     return tf.where(_expand_like(masked, x), fill, x)
 
 
-def frequency_mask(x, lengths, draws, max_bins, count, stream=20):
+def frequency_mask(x, lengths, draws, max_bins, count, stream=FREQ_MASK_STREAM):
     """Zeroes up to `count` bands of at most max_bins bins per utterance."""
     if max_bins <= 0 or count <= 0:
         return x
@@ -470,6 +485,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        arguments = locals()
         # Float32 only, as the feature layers before it (mixed precision
         # starts after the front end).
         kwargs.setdefault("dtype", "float32")
@@ -484,20 +500,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
             )
         if len(set(domain_ids)) != len(domain_ids):
             raise ValueError(f"domain_ids must not repeat, got {domain_ids}")
-        given = dict(
-            freq_mask_max_bins=freq_mask_max_bins,
-            freq_mask_count=freq_mask_count,
-            use_dynamic_time_mask_max_frames=use_dynamic_time_mask_max_frames,
-            time_mask_max_frames=time_mask_max_frames,
-            time_mask_count=time_mask_count,
-            time_mask_max_ratio=time_mask_max_ratio,
-            time_masks_per_frame=time_masks_per_frame,
-            freq_warp_max_bins=freq_warp_max_bins,
-            time_warp_bound=time_warp_bound,
-            time_warp_max_frames=time_warp_max_frames,
-            time_warp_max_ratio=time_warp_max_ratio,
-            freq_noise_max_stddev=freq_noise_max_stddev,
-        )
+        given = {name: arguments[name] for name in PER_DOMAIN}
         self._domain_params = [{} for _ in domain_ids]
         for name, value in given.items():
             if isinstance(value, (list, tuple)):

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How the models take their inputs: values alone, (values, lengths) or a dict."""
+"""What the models share: their inputs (values alone, (values, lengths) or a
+dict), the optimizer step, and the tail of compute_loss."""
 
 import tensorflow as tf
 
@@ -45,3 +46,11 @@ def optimizer_step(model):
     resumed run carries on where it stopped."""
     optimizer = getattr(model, "optimizer", None)
     return None if optimizer is None else optimizer.iterations
+
+
+def plus_added_losses(model, loss):
+    """loss + the model's added losses (regularisers, `add_loss`): the tail of
+    every `compute_loss` here, as Keras's own."""
+    for extra in model.losses:
+        loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
+    return loss

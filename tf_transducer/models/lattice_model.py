@@ -2,11 +2,14 @@
 """A Keras model around a recognition lattice (GNAT: local or global norm)."""
 
 import keras
-import tensorflow as tf
 
 from tf_transducer.lattice import RecognitionLattice
 from tf_transducer.losses import RecognitionLatticeLoss
-from tf_transducer.models._inputs import encoded_shape, split_inputs
+from tf_transducer.models._inputs import (
+    encoded_shape,
+    plus_added_losses,
+    split_inputs,
+)
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -66,9 +69,7 @@ class LatticeModel(keras.Model):
                 f"{self.loss!r}"
             )
         loss = self.loss(y, dict(y_pred, lattice=self.lattice), sample_weight)
-        for extra in self.losses:
-            loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
-        return loss
+        return plus_added_losses(self, loss)
 
     def recognize(self, inputs):
         """B label lists: the labels (blanks dropped) on the lattice's best path."""

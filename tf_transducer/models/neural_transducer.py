@@ -6,7 +6,11 @@ import tensorflow as tf
 
 from tf_transducer.layers.neural_transducer import NeuralTransducer
 from tf_transducer.losses import NeuralTransducerLoss
-from tf_transducer.models._inputs import encoded_shape, split_inputs
+from tf_transducer.models._inputs import (
+    encoded_shape,
+    plus_added_losses,
+    split_inputs,
+)
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -18,7 +22,7 @@ class NeuralTransducerModel(keras.Model):
     as the layer's) and `fit` on ((features, lengths), labels [B, U] padded
     with -1): the layer is run teacher-forced on the labels in
     `compute_loss`, which also tracks "error", the aligned outputs' edit
-    distance per output (the spec's frame error). `recognize` decodes
+    distance per output (the Neural Transducer's frame error). `recognize` decodes
     greedily, block by block.
 
     Args:
@@ -95,11 +99,15 @@ class NeuralTransducerModel(keras.Model):
         self.error_tracker.update_state(
             tf.reduce_sum(distance) / tf.maximum(tf.reduce_sum(outputs), 1.0)
         )
-        for extra in self.losses:
-            loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
-        return loss
+        return plus_added_losses(self, loss)
 
     def recognize(self, inputs):
         """B label lists: greedy decoding, block by block."""
+        from tf_transducer.decoding.neural_transducer import (
+            neural_transducer_greedy_decode,
+        )
+
         out = self(inputs, training=False)
-        return self.transducer.greedy_decode(out["encoder"], out["lengths"])
+        return neural_transducer_greedy_decode(
+            self.transducer, out["encoder"], out["lengths"]
+        )

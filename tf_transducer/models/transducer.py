@@ -13,7 +13,11 @@ from tf_transducer.layers import (
     TransducerJoiner,
 )
 from tf_transducer.losses import PrunedRnntLoss, RnntLoss
-from tf_transducer.models._inputs import optimizer_step, split_inputs
+from tf_transducer.models._inputs import (
+    optimizer_step,
+    plus_added_losses,
+    split_inputs,
+)
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -178,9 +182,7 @@ class Transducer(keras.Model):
             logits = self.joiner(encoded, decoded)
             logits._keras_mask = tf.sequence_mask(lengths, tf.shape(logits)[1])
             loss = loss_fn(y, logits, sample_weight)
-        for extra in self.losses:
-            loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
-        return loss
+        return plus_added_losses(self, loss)
 
     def get_config(self):
         config = super().get_config()

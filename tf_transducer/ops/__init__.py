@@ -8,15 +8,19 @@ from tf_transducer.ops.mutual_information import (
 )
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 from tf_transducer.ops.rnnt import (
-    do_rnnt_pruning,
     get_rnnt_logprobs,
     get_rnnt_logprobs_joint,
-    get_rnnt_logprobs_pruned,
-    get_rnnt_logprobs_smoothed,
-    get_rnnt_prune_ranges,
     rnnt_loss,
-    rnnt_loss_pruned,
     rnnt_loss_simple,
+)
+from tf_transducer.ops.rnnt_pruned import (
+    do_rnnt_pruning,
+    get_rnnt_logprobs_pruned,
+    get_rnnt_prune_ranges,
+    rnnt_loss_pruned,
+)
+from tf_transducer.ops.rnnt_smoothed import (
+    get_rnnt_logprobs_smoothed,
     rnnt_loss_smoothed,
 )
 

@@ -245,3 +245,195 @@ def runtime_checks(px, py, boundary):
     ]
     checks += [finite_or_neg_inf(px, "px"), finite_or_neg_inf(py, "py")]
     return [c for c in checks if c is not None]
+
+
+# The RNN-T losses' arguments (tf_transducer.ops.rnnt and its siblings).
+
+RNNT_TYPES = ("regular", "modified", "constrained")
+REDUCTIONS = ("none", "mean", "sum")
+
+
+def _check_options(rnnt_type, reduction="none", delay_penalty=0.0):
+    """The Python options shared by the losses; returns delay_penalty."""
+    if rnnt_type not in RNNT_TYPES:
+        raise ValueError(f"rnnt_type must be one of {RNNT_TYPES}, got {rnnt_type!r}")
+    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    return real_number("delay_penalty", delay_penalty, minimum=0.0)
+
+
+def _dim(x, axis):
+    """x.shape[axis] when known, else the int64 scalar tensor."""
+    static = x.shape[axis]
+    return static if static is not None else tf.shape(x, out_type=tf.int64)[axis]
+
+
+def _check_symbols(symbols, batch, num_symbols, num_classes):
+    """symbols as int64 [B, S], checked against B, S and [0, C)."""
+    symbols = integer_tensor(symbols, "symbols", 2, "[B, S]")
+    for got, want in ((symbols.shape[0], batch), (symbols.shape[1], num_symbols)):
+        if isinstance(got, int) and isinstance(want, int) and got != want:
+            raise ValueError(
+                f"symbols must have shape [B, S] = [{batch}, {num_symbols}], "
+                f"got {symbols.shape}"
+            )
+    if symbols.shape[1] == 0:
+        raise ValueError("S must be positive, got symbols with S = 0")
+    for got, want, what in (
+        (_dim(symbols, 0), batch, "B"),
+        (_dim(symbols, 1), num_symbols, "S"),
+    ):
+        if want is not None and not (isinstance(got, int) and isinstance(want, int)):
+            require(
+                tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
+                f"symbols must have {what} = {{}} entries to match, got {{}}",
+                want,
+                got,
+            )
+    if not in_xla_context():
+        num_classes = tf.cast(num_classes, tf.int64)
+        bad = (symbols < 0) | (symbols >= num_classes)
+        value, index = first_bad(bad, symbols)
+        require(
+            ~tf.reduce_any(bad),
+            "symbols must lie in [0, C) with C = {}; got {} at [b, s] = {} "
+            "(labels padded with -1 need the padding replaced, or "
+            "label_lengths)",
+            num_classes,
+            value,
+            index,
+        )
+    return symbols
+
+
+def _check_termination(termination_symbol, num_classes):
+    if not isinstance(termination_symbol, int) or isinstance(termination_symbol, bool):
+        raise ValueError(
+            f"termination_symbol must be a Python int, got {termination_symbol!r}"
+        )
+    if termination_symbol < 0 or (
+        isinstance(num_classes, int) and termination_symbol >= num_classes
+    ):
+        raise ValueError(
+            f"termination_symbol must lie in [0, C) with C = {num_classes}, "
+            f"got {termination_symbol}"
+        )
+    if num_classes is not None and not isinstance(num_classes, int):
+        require(
+            termination_symbol < num_classes,
+            f"termination_symbol must lie in [0, C), got {termination_symbol} "
+            "with C = {}",
+            num_classes,
+        )
+
+
+def _check_frames(num_frames, num_symbols, rnnt_type):
+    """modified / constrained lattices need T >= S."""
+    if rnnt_type == "regular":
+        return
+    if isinstance(num_frames, int) and isinstance(num_symbols, int):
+        if num_frames < num_symbols:
+            raise ValueError(
+                f"rnnt_type {rnnt_type!r} needs T >= S (one frame per symbol), "
+                f"got T = {num_frames}, S = {num_symbols}"
+            )
+        return
+    require(
+        tf.cast(num_frames, tf.int64) >= tf.cast(num_symbols, tf.int64),
+        f"rnnt_type {rnnt_type!r} needs T >= S (one frame per symbol), got "
+        "T = {}, S = {}",
+        num_frames,
+        num_symbols,
+    )
+
+
+def _check_logits(logits, symbols, termination_symbol, rnnt_type, pruned=False):
+    """Checked (logits, symbols) of the joint and pruned losses.
+
+    logits [B, T, S + 1, C], or [B, T, s_range, C] when pruned (then S comes
+    from symbols alone); symbols int64 [B, S] in [0, C).
+    """
+    rows = "s_range" if pruned else "S + 1"
+    logits = float_tensor(logits, "logits", 4, f"[B, T, {rows}, C]")
+    _check_termination(termination_symbol, _dim(logits, 3))
+    s_len = None if pruned else _dim(logits, 2) - 1
+    symbols = _check_symbols(symbols, _dim(logits, 0), s_len, _dim(logits, 3))
+    _check_frames(_dim(logits, 1), _dim(symbols, 1), rnnt_type)
+    return logits, symbols
+
+
+def _check_ranges(ranges, batch=None, frames=None, num_symbols=None):
+    """ranges as int64 [B, T, s_range]: consecutive positions in [0, S]."""
+    ranges = integer_tensor(ranges, "ranges", 3, "[B, T, s_range]")
+    if in_xla_context():
+        return ranges
+    for axis, want, what in ((0, batch, "B"), (1, frames, "T")):
+        got = _dim(ranges, axis)
+        if isinstance(got, int) and isinstance(want, int):
+            if got != want:
+                raise ValueError(
+                    f"ranges must have shape [B, T, s_range] with {what} = {want}, "
+                    f"got {ranges.shape}"
+                )
+        elif want is not None:
+            require(
+                tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
+                f"ranges must have {what} = {{}} to match, got {{}}",
+                want,
+                got,
+            )
+    if num_symbols is not None:
+        s_len = tf.cast(num_symbols, tf.int64)
+        steps = ranges[..., 1:] - ranges[..., :-1]
+        bad_row = (
+            (ranges[..., 0] < 0)
+            | (ranges[..., -1] > s_len)
+            | tf.reduce_any(steps != 1, axis=-1)
+        )
+        row, index = first_bad(bad_row, ranges)
+        require(
+            ~tf.reduce_any(bad_row),
+            "ranges must hold consecutive symbol positions within [0, S = {}]; "
+            "got {} at [b, t] = {}",
+            s_len,
+            row,
+            index,
+        )
+    return ranges
+
+
+def _check_boundary(boundary, batch=None):
+    """boundary as int64 [B, 4] (values are checked where it is used)."""
+    boundary = integer_tensor(boundary, "boundary", 2, "[B, 4]")
+    if boundary.shape[1] not in (None, 4) or (
+        isinstance(batch, int) and boundary.shape[0] not in (None, batch)
+    ):
+        raise ValueError(
+            f"boundary must have shape [B, 4] with B = {batch}, got {boundary.shape}"
+        )
+    return boundary
+
+
+def _check_boundary_values(boundary, s_len, t_len):
+    """0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T in each row."""
+    if in_xla_context():
+        return
+    s_len, t_len = tf.cast(s_len, tf.int64), tf.cast(t_len, tf.int64)
+    ok = (
+        (boundary[:, 0] >= 0)
+        & (boundary[:, 0] <= boundary[:, 2])
+        & (boundary[:, 2] <= s_len)
+        & (boundary[:, 1] >= 0)
+        & (boundary[:, 1] <= boundary[:, 3])
+        & (boundary[:, 3] <= t_len)
+    )
+    row, index = first_bad(~ok, boundary)
+    require(
+        tf.reduce_all(ok),
+        "boundary rows must satisfy 0 <= s_begin <= s_end <= S = {} and "
+        "0 <= t_begin <= t_end <= T = {}; got {} at row {}",
+        s_len,
+        t_len,
+        row,
+        index,
+    )

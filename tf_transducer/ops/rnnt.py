@@ -31,7 +31,16 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from tf_transducer.ops import _loader
-from tf_transducer.ops._validation import (
+from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTIONS)
+    REDUCTIONS,
+    RNNT_TYPES,
+    _check_boundary,
+    _check_frames,
+    _check_logits,
+    _check_options,
+    _check_symbols,
+    _check_termination,
+    _dim,
     default_boundary,
     finite_or_neg_inf,
     first_bad,
@@ -43,170 +52,7 @@ from tf_transducer.ops._validation import (
 )
 from tf_transducer.ops.mutual_information import mutual_information_recursion
 
-RNNT_TYPES = ("regular", "modified", "constrained")
-REDUCTIONS = ("none", "mean", "sum")
 _NEG_INF = float("-inf")
-
-
-def _check_options(rnnt_type, reduction="none", delay_penalty=0.0):
-    """The Python options shared by the losses; returns delay_penalty."""
-    if rnnt_type not in RNNT_TYPES:
-        raise ValueError(f"rnnt_type must be one of {RNNT_TYPES}, got {rnnt_type!r}")
-    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    return real_number("delay_penalty", delay_penalty, minimum=0.0)
-
-
-def _dim(x, axis):
-    """x.shape[axis] when known, else the int64 scalar tensor."""
-    static = x.shape[axis]
-    return static if static is not None else tf.shape(x, out_type=tf.int64)[axis]
-
-
-def _check_symbols(symbols, batch, num_symbols, num_classes):
-    """symbols as int64 [B, S], checked against B, S and [0, C)."""
-    symbols = integer_tensor(symbols, "symbols", 2, "[B, S]")
-    for got, want in ((symbols.shape[0], batch), (symbols.shape[1], num_symbols)):
-        if isinstance(got, int) and isinstance(want, int) and got != want:
-            raise ValueError(
-                f"symbols must have shape [B, S] = [{batch}, {num_symbols}], "
-                f"got {symbols.shape}"
-            )
-    if symbols.shape[1] == 0:
-        raise ValueError("S must be positive, got symbols with S = 0")
-    for got, want, what in (
-        (_dim(symbols, 0), batch, "B"),
-        (_dim(symbols, 1), num_symbols, "S"),
-    ):
-        if want is not None and not (isinstance(got, int) and isinstance(want, int)):
-            require(
-                tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
-                f"symbols must have {what} = {{}} entries to match, got {{}}",
-                want,
-                got,
-            )
-    if not in_xla_context():
-        num_classes = tf.cast(num_classes, tf.int64)
-        bad = (symbols < 0) | (symbols >= num_classes)
-        value, index = first_bad(bad, symbols)
-        require(
-            ~tf.reduce_any(bad),
-            "symbols must lie in [0, C) with C = {}; got {} at [b, s] = {} "
-            "(labels padded with -1 need the padding replaced, or "
-            "label_lengths)",
-            num_classes,
-            value,
-            index,
-        )
-    return symbols
-
-
-def _check_termination(termination_symbol, num_classes):
-    if not isinstance(termination_symbol, int) or isinstance(termination_symbol, bool):
-        raise ValueError(
-            f"termination_symbol must be a Python int, got {termination_symbol!r}"
-        )
-    if termination_symbol < 0 or (
-        isinstance(num_classes, int) and termination_symbol >= num_classes
-    ):
-        raise ValueError(
-            f"termination_symbol must lie in [0, C) with C = {num_classes}, "
-            f"got {termination_symbol}"
-        )
-    if num_classes is not None and not isinstance(num_classes, int):
-        require(
-            termination_symbol < num_classes,
-            f"termination_symbol must lie in [0, C), got {termination_symbol} "
-            "with C = {}",
-            num_classes,
-        )
-
-
-def _check_frames(num_frames, num_symbols, rnnt_type):
-    """modified / constrained lattices need T >= S."""
-    if rnnt_type == "regular":
-        return
-    if isinstance(num_frames, int) and isinstance(num_symbols, int):
-        if num_frames < num_symbols:
-            raise ValueError(
-                f"rnnt_type {rnnt_type!r} needs T >= S (one frame per symbol), "
-                f"got T = {num_frames}, S = {num_symbols}"
-            )
-        return
-    require(
-        tf.cast(num_frames, tf.int64) >= tf.cast(num_symbols, tf.int64),
-        f"rnnt_type {rnnt_type!r} needs T >= S (one frame per symbol), got "
-        "T = {}, S = {}",
-        num_frames,
-        num_symbols,
-    )
-
-
-def _check_logits(logits, symbols, termination_symbol, rnnt_type, pruned=False):
-    """Checked (logits, symbols) of the joint and pruned losses.
-
-    logits [B, T, S + 1, C], or [B, T, s_range, C] when pruned (then S comes
-    from symbols alone); symbols int64 [B, S] in [0, C).
-    """
-    rows = "s_range" if pruned else "S + 1"
-    logits = float_tensor(logits, "logits", 4, f"[B, T, {rows}, C]")
-    _check_termination(termination_symbol, _dim(logits, 3))
-    s_len = None if pruned else _dim(logits, 2) - 1
-    symbols = _check_symbols(symbols, _dim(logits, 0), s_len, _dim(logits, 3))
-    _check_frames(_dim(logits, 1), _dim(symbols, 1), rnnt_type)
-    return logits, symbols
-
-
-def _check_ranges(ranges, batch=None, frames=None, num_symbols=None):
-    """ranges as int64 [B, T, s_range]: consecutive positions in [0, S]."""
-    ranges = integer_tensor(ranges, "ranges", 3, "[B, T, s_range]")
-    if in_xla_context():
-        return ranges
-    for axis, want, what in ((0, batch, "B"), (1, frames, "T")):
-        got = _dim(ranges, axis)
-        if isinstance(got, int) and isinstance(want, int):
-            if got != want:
-                raise ValueError(
-                    f"ranges must have shape [B, T, s_range] with {what} = {want}, "
-                    f"got {ranges.shape}"
-                )
-        elif want is not None:
-            require(
-                tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
-                f"ranges must have {what} = {{}} to match, got {{}}",
-                want,
-                got,
-            )
-    if num_symbols is not None:
-        s_len = tf.cast(num_symbols, tf.int64)
-        steps = ranges[..., 1:] - ranges[..., :-1]
-        bad_row = (
-            (ranges[..., 0] < 0)
-            | (ranges[..., -1] > s_len)
-            | tf.reduce_any(steps != 1, axis=-1)
-        )
-        row, index = first_bad(bad_row, ranges)
-        require(
-            ~tf.reduce_any(bad_row),
-            "ranges must hold consecutive symbol positions within [0, S = {}]; "
-            "got {} at [b, t] = {}",
-            s_len,
-            row,
-            index,
-        )
-    return ranges
-
-
-def _check_boundary(boundary, batch=None):
-    """boundary as int64 [B, 4] (values are checked where it is used)."""
-    boundary = integer_tensor(boundary, "boundary", 2, "[B, 4]")
-    if boundary.shape[1] not in (None, 4) or (
-        isinstance(batch, int) and boundary.shape[0] not in (None, batch)
-    ):
-        raise ValueError(
-            f"boundary must have shape [B, 4] with B = {batch}, got {boundary.shape}"
-        )
-    return boundary
 
 
 def boundary_from_lengths(
@@ -680,6 +526,30 @@ def _with_clamped_gradient(scores_fn, logits, clamp):
     return scores_of(logits)
 
 
+def _composite_scores(
+    logprobs_fn, logits, boundary, rnnt_type, delay_penalty, clamp, fastemit_lambda
+):
+    """The negated scores [B] of logits [B, T, R, C] in pure TF (the XLA
+    path of the fused losses): logprobs_fn(logits) -> (px, py), then the
+    delay penalty, FastEmit and clamp as the C++ op applies them."""
+
+    def scores_of(x):
+        px, py = logprobs_fn(x)
+        px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
+        if fastemit_lambda > 0:
+            # The same value, its gradient times (1 + lambda); -inf entries
+            # (no step) are left alone.
+            delta = px - tf.stop_gradient(px)
+            px += fastemit_lambda * tf.where(
+                tf.math.is_finite(px), delta, tf.zeros_like(px)
+            )
+        return mutual_information_recursion(_mi_dtype(px), _mi_dtype(py), boundary)
+
+    if clamp > 0:
+        return _with_clamped_gradient(scores_of, logits, clamp)
+    return scores_of(logits)
+
+
 @tf.RegisterGradient("TfTransducerRnntLoss")
 def _rnnt_loss_grad(op, d_scores, *unused_d_statistics):
     """One pass over the logits: the forward op kept what it needs."""
@@ -695,24 +565,6 @@ def _rnnt_loss_grad(op, d_scores, *unused_d_statistics):
         **_gradient_attrs(op),
     )
     return [d_logits, None, None, None]
-
-
-@tf.RegisterGradient("TfTransducerRnntLossPruned")
-def _rnnt_loss_pruned_grad(op, d_scores, *unused_d_statistics):
-    """As _rnnt_loss_grad, for pruned logits."""
-    logits, symbols, ranges = op.inputs[0], op.inputs[1], op.inputs[2]
-    _, px_grad, py_grad, normalizers = op.outputs
-    d_logits = _loader.op_library().tf_transducer_rnnt_loss_pruned_grad(
-        logits=logits,
-        symbols=symbols,
-        ranges=ranges,
-        px_grad=px_grad,
-        py_grad=py_grad,
-        normalizers=normalizers,
-        scale=d_scores,
-        **_gradient_attrs(op),
-    )
-    return [d_logits, None, None, None, None]
 
 
 def _gradient_attrs(op):
@@ -782,27 +634,12 @@ def rnnt_loss(
         xla = in_xla_context()
         _loader.note_cpu_or_xla_path(xla)
         if xla:
-
-            def composite_scores(x):
-                px, py = get_rnnt_logprobs_joint(
+            scores = _composite_scores(
+                lambda x: get_rnnt_logprobs_joint(
                     x, symbols, termination_symbol, boundary, rnnt_type
-                )
-                px = _add_delay_penalty(px, boundary, rnnt_type, delay_penalty)
-                if fastemit_lambda > 0:
-                    # The same value, its gradient times (1 + lambda); -inf
-                    # entries (no step) are left alone.
-                    delta = px - tf.stop_gradient(px)
-                    px += fastemit_lambda * tf.where(
-                        tf.math.is_finite(px), delta, tf.zeros_like(px)
-                    )
-                return mutual_information_recursion(
-                    _mi_dtype(px), _mi_dtype(py), boundary
-                )
-
-            if clamp > 0:
-                scores = _with_clamped_gradient(composite_scores, logits, clamp)
-            else:
-                scores = composite_scores(logits)
+                ),
+                logits, boundary, rnnt_type, delay_penalty, clamp, fastemit_lambda,
+            )  # fmt: skip
             return _reduce(scores, reduction)
         logits, symbols, boundary, penalty = _fused_op_inputs(
             logits, symbols, termination_symbol, boundary, rnnt_type, delay_penalty
@@ -818,468 +655,3 @@ def rnnt_loss(
             fastemit_lambda=float(fastemit_lambda),
         )
         return _reduce(scores, reduction)
-
-
-def _monotonic_lower_bound(x):
-    """The largest non-decreasing sequence <= x along the last axis.
-
-    y[..., i] = min(x[..., i:]), in log2(n) doubling steps (TF has no cummin):
-    after the step with shift k, y[i] is the minimum of x[i : i + 2k]. The
-    look-ahead index is clipped to n - 1 (x[n - 1] belongs to every suffix),
-    which keeps shapes static for XLA.
-    """
-    n = tf.shape(x)[-1]
-    index = tf.range(n)
-
-    def body(shift, y):
-        ahead = tf.gather(y, tf.minimum(index + shift, n - 1), axis=-1)
-        return shift * 2, tf.minimum(y, ahead)
-
-    _, y = tf.while_loop(lambda shift, _: shift < n, body, (tf.constant(1), x))
-    return y
-
-
-def _adjust_pruning_lower_bound(s_begin, s_range):
-    """Makes s_begin [B, T] non-decreasing, start at 0 and step by < s_range.
-
-    With r = s_range - 1, s_begin[t + 1] - s_begin[t] <= r holds exactly when
-    s_begin[t] - r t is non-increasing, i.e. r t - s_begin[t] non-decreasing:
-    so the monotonic lower bound is taken of that, clamped at 0 (the first
-    frame starts at symbol 0) and mapped back.
-    """
-    s_begin = _monotonic_lower_bound(s_begin)
-    ramp = (s_range - 1) * tf.range(tf.shape(s_begin)[1], dtype=s_begin.dtype)
-    flipped = _monotonic_lower_bound(ramp - s_begin)
-    return ramp - tf.maximum(flipped, 0)
-
-
-def get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range):
-    """The s_range symbols to keep at each frame, from the simple loss.
-
-    For each frame t, ranges[b, t] = s_begin[b, t] + [0, s_range), where
-    s_begin maximises the occupation of the window (blank steps inside it
-    minus the symbol step into it), then is made non-decreasing, starting at
-    0, stepping by less than s_range (by at most 1 for modified / constrained
-    px), and ending at s_end - s_range + 1 on the last frames.
-
-    Args:
-      px_grad: float [B, S, T + 1] or [B, S, T], from
-        `rnnt_loss_simple(..., return_grad=True)`.
-      py_grad: float [B, S + 1, T].
-      boundary: int [B, 4] rows (s_begin, t_begin, s_end, t_end).
-      s_range: int, symbols kept per frame: >= 2 for regular px, >= 1
-        otherwise; values above S act as S + 1.
-
-    Returns:
-      int64 [B, T, s_range].
-    """
-    with tf.name_scope("get_rnnt_prune_ranges"):
-        px_grad = float_tensor(px_grad, "px_grad", 3, "[B, S, T + 1] or [B, S, T]")
-        py_grad = float_tensor(py_grad, "py_grad", 3, "[B, S + 1, T]")
-        batch, s_len = _dim(py_grad, 0), _dim(py_grad, 1) - 1
-        t_len, t1 = _dim(py_grad, 2), _dim(px_grad, 2)
-        for got, want, what in (
-            (_dim(px_grad, 0), batch, "B"),
-            (_dim(px_grad, 1), s_len, "S"),
-        ):
-            if isinstance(got, int) and isinstance(want, int):
-                if got != want:
-                    raise ValueError(
-                        f"px_grad {px_grad.shape} and py_grad {py_grad.shape} must "
-                        f"agree in {what} (px_grad [B, S, T (+ 1)], py_grad "
-                        "[B, S + 1, T])"
-                    )
-            else:
-                require(
-                    tf.equal(tf.cast(got, tf.int64), tf.cast(want, tf.int64)),
-                    f"px_grad and py_grad must agree in {what}, got px_grad "
-                    "{} and py_grad {}",
-                    tf.shape(px_grad),
-                    tf.shape(py_grad),
-                )
-        if not isinstance(s_range, int) or isinstance(s_range, bool) or s_range < 1:
-            raise ValueError(f"s_range must be an int >= 1, got {s_range!r}")
-        if isinstance(t1, int) and isinstance(t_len, int):
-            if t1 not in (t_len, t_len + 1):
-                raise ValueError(
-                    f"px_grad must have T + 1 = {t_len + 1} (regular) or T = "
-                    f"{t_len} (modified) columns, got {px_grad.shape}"
-                )
-            modified = t1 == t_len
-            if not modified and s_range < 2:
-                raise ValueError(
-                    f"s_range must be an int >= 2 for regular px, got {s_range!r}"
-                )
-        else:
-            modified = tf.equal(t1, t_len)
-            require(
-                modified | tf.equal(t1, t_len + 1),
-                "px_grad must have T or T + 1 columns for py_grad's T = {}, got {}",
-                t_len,
-                t1,
-            )
-            require(
-                modified | (s_range >= 2),
-                f"s_range must be >= 2 for regular px, got {s_range}",
-            )
-        # Values above S + 1 act as S + 1 (every symbol is kept).
-        if isinstance(s_len, int):
-            s_range = min(s_range, s_len + 1)
-        else:
-            s_range = tf.minimum(tf.constant(s_range, tf.int64), s_len + 1)
-        boundary = _check_boundary(boundary, batch)
-        _check_boundary_values(boundary, s_len, t_len)
-        # Occupation of the blank steps in each window of s_range rows.
-        # (A gather, not tf.signal.frame, whose sizes XLA cannot resolve
-        # when S is only known at run time.)
-        rows = tf.range(s_len + 2 - s_range)[:, tf.newaxis] + tf.range(s_range)
-        windows = tf.gather(py_grad, rows, axis=1)  # [B, W, s_range, T]
-        window_sum = tf.reduce_sum(windows, axis=2)
-        px_pad = tf.pad(px_grad, [[0, 0], [1, 0], [0, 0]])[
-            :, : s_len + 2 - s_range, :t_len
-        ]
-        score = window_sum - px_pad  # [B, S + 2 - s_range, T]
-        # argmax over windows, the first on a tie.
-        best = tf.reduce_max(score, axis=1, keepdims=True)
-        index = tf.range(tf.shape(score, out_type=tf.int64)[1])[
-            tf.newaxis, :, tf.newaxis
-        ]
-        s_begin = tf.reduce_min(
-            tf.where(score == best, index, tf.int64.max), axis=1
-        )  # [B, T]
-        t = tf.range(t_len, dtype=tf.int64)[tf.newaxis]
-        last = tf.maximum(boundary[:, 2:3] - s_range + 1, 0)
-        s_begin = tf.where(t < boundary[:, 3:4] - 1, s_begin, last)
-        if isinstance(modified, bool):
-            step = 2 if modified else s_range
-        else:
-            step = tf.where(modified, tf.constant(2, tf.int64), s_range)
-        s_begin = _adjust_pruning_lower_bound(s_begin, step)
-        return s_begin[..., tf.newaxis] + tf.range(s_range, dtype=tf.int64)
-
-
-def _check_boundary_values(boundary, s_len, t_len):
-    """0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T in each row."""
-    if in_xla_context():
-        return
-    s_len, t_len = tf.cast(s_len, tf.int64), tf.cast(t_len, tf.int64)
-    ok = (
-        (boundary[:, 0] >= 0)
-        & (boundary[:, 0] <= boundary[:, 2])
-        & (boundary[:, 2] <= s_len)
-        & (boundary[:, 1] >= 0)
-        & (boundary[:, 1] <= boundary[:, 3])
-        & (boundary[:, 3] <= t_len)
-    )
-    row, index = first_bad(~ok, boundary)
-    require(
-        tf.reduce_all(ok),
-        "boundary rows must satisfy 0 <= s_begin <= s_end <= S = {} and "
-        "0 <= t_begin <= t_end <= T = {}; got {} at row {}",
-        s_len,
-        t_len,
-        row,
-        index,
-    )
-
-
-def do_rnnt_pruning(am, lm, ranges):
-    """The encoder and prediction outputs at the kept (frame, symbol) pairs.
-
-    Args:
-      am: float [B, T, C], encoder output.
-      lm: float [B, S + 1, C], prediction-network output.
-      ranges: int [B, T, s_range] from `get_rnnt_prune_ranges`.
-
-    Returns:
-      (am_pruned, lm_pruned), both [B, T, s_range, C]; a joiner applied to
-      them gives the logits of `rnnt_loss_pruned`.
-    """
-    with tf.name_scope("do_rnnt_pruning"):
-        am = tf.convert_to_tensor(am, name="am")
-        lm = tf.convert_to_tensor(lm, name="lm")
-        if am.shape.rank != 3 or lm.shape.rank != 3:
-            raise ValueError(
-                f"am [B, T, C] and lm [B, S + 1, C] must have rank 3, got "
-                f"{am.shape} and {lm.shape}"
-            )
-        if None not in (am.shape[0], lm.shape[0]) and am.shape[0] != lm.shape[0]:
-            raise ValueError(f"am {am.shape} and lm {lm.shape} must agree in B")
-        ranges = _check_ranges(ranges, _dim(am, 0), _dim(am, 1), _dim(lm, 1) - 1)
-        lm_pruned = tf.gather(lm, ranges, axis=1, batch_dims=1)
-        am_pruned = tf.broadcast_to(am[:, :, tf.newaxis, :], tf.shape(lm_pruned))
-        return am_pruned, lm_pruned
-
-
-def _unprune(values, begin, width):
-    """[B, T, s_range] values at s = begin + j -> [B, T, width], -inf elsewhere."""
-    s_range = tf.shape(values, out_type=tf.int64)[2]
-    j = tf.range(width, dtype=tf.int64)[tf.newaxis, tf.newaxis] - begin[..., tf.newaxis]
-    inside = (j >= 0) & (j < s_range)
-    picked = tf.gather(
-        values, tf.clip_by_value(j, 0, s_range - 1), axis=2, batch_dims=2
-    )
-    return tf.where(inside, picked, tf.cast(_NEG_INF, values.dtype))
-
-
-def get_rnnt_logprobs_pruned(
-    logits, symbols, ranges, termination_symbol, boundary, rnnt_type="regular"
-):
-    """px, py from the logits of a pruned joiner.
-
-    Args:
-      logits: float [B, T, s_range, C]: the joiner at (t, ranges[b, t, j]).
-      symbols: int [B, S], values in [0, C).
-      ranges: int [B, T, s_range] from `get_rnnt_prune_ranges`.
-      termination_symbol: int in [0, C), the blank.
-      boundary: int [B, 4] rows (s_begin, t_begin, s_end, t_end), or None.
-      rnnt_type: "regular", "modified" or "constrained".
-
-    Returns:
-      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T]; -inf at the
-      pruned-away (frame, symbol) pairs.
-    """
-    _check_options(rnnt_type)
-    with tf.name_scope("get_rnnt_logprobs_pruned"):
-        logits, symbols = _check_logits(
-            logits, symbols, termination_symbol, rnnt_type, pruned=True
-        )
-        logits = _mi_dtype(logits)
-        ranges = _check_ranges(
-            ranges, _dim(logits, 0), _dim(logits, 1), _dim(symbols, 1)
-        )
-        s_len = tf.shape(symbols, out_type=tf.int64)[1]
-        normalizers = tf.reduce_logsumexp(logits, axis=3)  # [B, T, s_range]
-        blank = tf.fill(
-            [tf.shape(symbols)[0], 1], tf.constant(termination_symbol, tf.int64)
-        )
-        with_blank = tf.concat([symbols, blank], axis=1)  # [B, S + 1]
-        pruned_symbols = tf.gather(with_blank, ranges, axis=1, batch_dims=1)
-        px = tf.gather(logits, pruned_symbols[..., tf.newaxis], axis=3, batch_dims=3)
-        px = px[..., 0] - normalizers
-        begin = ranges[:, :, 0]
-        px = tf.transpose(_unprune(px, begin, s_len), [0, 2, 1])  # [B, S, T]
-        if rnnt_type == "regular":
-            px = tf.pad(px, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
-        py = logits[..., termination_symbol] - normalizers
-        py = tf.transpose(_unprune(py, begin, s_len + 1), [0, 2, 1])  # [B, S + 1, T]
-        return _finish_logprobs(px, py, boundary, rnnt_type)
-
-
-def rnnt_loss_pruned(
-    logits,
-    symbols,
-    ranges,
-    termination_symbol,
-    boundary=None,
-    rnnt_type="regular",
-    delay_penalty=0.0,
-    reduction="mean",
-):
-    """The RNN-T loss on a pruned joiner's logits [B, T, s_range, C], fused.
-
-    A C++ op as for `rnnt_loss` (the pruned-away (frame, symbol) pairs are
-    excluded); under XLA, `get_rnnt_logprobs_pruned` and the pure-TF
-    recursion.
-
-    Args:
-      logits: float [B, T, s_range, C]: the joiner at (t, ranges[b, t, j]).
-      symbols: int [B, S], values in [0, C).
-      ranges: int [B, T, s_range] from `get_rnnt_prune_ranges`.
-      termination_symbol: int in [0, C), the blank.
-      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
-      rnnt_type: "regular", "modified" or "constrained".
-      delay_penalty: float >= 0, see the module docstring.
-      reduction: "none" ([B] losses), "mean" or "sum" (scalars).
-
-    Returns:
-      The loss: [B] with reduction "none", else a scalar.
-    """
-    delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
-    with tf.name_scope("rnnt_loss_pruned"):
-        xla = in_xla_context()
-        _loader.note_cpu_or_xla_path(xla)
-        if xla:
-            px, py = get_rnnt_logprobs_pruned(
-                logits, symbols, ranges, termination_symbol, boundary, rnnt_type
-            )
-            return _loss_from_logprobs(
-                px, py, boundary, rnnt_type, delay_penalty, reduction
-            )
-        logits, symbols, boundary, penalty = _fused_op_inputs(
-            logits,
-            symbols,
-            termination_symbol,
-            boundary,
-            rnnt_type,
-            delay_penalty,
-            pruned=True,
-        )
-        ranges = _check_ranges(
-            ranges, _dim(logits, 0), _dim(logits, 1), _dim(symbols, 1)
-        )
-        scores, *_ = _loader.op_library().tf_transducer_rnnt_loss_pruned(
-            logits=logits,
-            symbols=symbols,
-            ranges=ranges,
-            boundary=boundary,
-            delay_penalty=penalty,
-            termination_symbol=termination_symbol,
-            rnnt_type=rnnt_type,
-        )
-        return _reduce(scores, reduction)
-
-
-def get_rnnt_logprobs_smoothed(
-    lm,
-    am,
-    symbols,
-    termination_symbol,
-    lm_only_scale=0.1,
-    am_only_scale=0.1,
-    boundary=None,
-    rnnt_type="regular",
-):
-    """px, py of the simple RNN-T, smoothed with LM-only and AM-only terms.
-
-    Each log-prob is the mix
-
-        (1 - lm_only_scale - am_only_scale) * log softmax(lm[s] + am[t])
-        + lm_only_scale * log softmax(lm[s])
-        + am_only_scale * log softmax(am[t] + log unigram)
-
-    where unigram is the LM's distribution averaged over the batch and all
-    histories (with a boundary, the histories inside it only: unlike k2,
-    padding changes nothing).  A term whose scale is exactly 0 is left out
-    (k2 uses 1e-20 there instead, so that 0 x -inf does not give NaN; leaving
-    it out gives the same values). Half-precision inputs are computed in
-    float32.
-
-    Args:
-      lm: float [B, S + 1, C], assumed normalisable on its own.
-      am: float [B, T, C].
-      symbols: int [B, S], values in [0, C).
-      termination_symbol: int in [0, C), the blank.
-      lm_only_scale: weight of the LM-only term, >= 0.
-      am_only_scale: weight of the AM-only term, >= 0 (the two sum to <= 1).
-      boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
-      rnnt_type: "regular", "modified" or "constrained".
-
-    Returns:
-      px: [B, S, T + 1] (regular) or [B, S, T]; py: [B, S + 1, T].
-    """
-    _check_options(rnnt_type)
-    lm_only_scale = real_number("lm_only_scale", lm_only_scale, minimum=0.0)
-    am_only_scale = real_number("am_only_scale", am_only_scale, minimum=0.0)
-    if lm_only_scale + am_only_scale > 1:
-        raise ValueError(
-            "lm_only_scale + am_only_scale must be <= 1, got "
-            f"{lm_only_scale} + {am_only_scale}"
-        )
-    with tf.name_scope("get_rnnt_logprobs_smoothed"):
-        lm, am, symbols, used_rows = _simple_inputs(
-            lm, am, symbols, termination_symbol, rnnt_type, boundary
-        )
-
-        def logprobs(lm, am):
-            return _smoothed_logprobs(
-                lm,
-                am,
-                symbols,
-                termination_symbol,
-                rnnt_type,
-                used_rows,
-                (1.0 - lm_only_scale - am_only_scale, lm_only_scale, am_only_scale),
-            )
-
-        px, py = _with_float64_fallback(logprobs, lm, am)
-        return _finish_logprobs(px, py, boundary, rnnt_type)
-
-
-def _smoothed_logprobs(
-    lm, am, symbols, termination_symbol, rnnt_type, used_rows, scales
-):
-    """(px, py, fits) of get_rnnt_logprobs_smoothed for checked inputs;
-    used_rows: bool [B, S + 1] or None (all); scales = (combined, lm-only,
-    am-only)."""
-    parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
-    lm_only_norm = tf.reduce_sum(parts.lm_probs, axis=2, keepdims=True)  # [B, S+1, 1]
-    lm_only = parts.lm_probs / lm_only_norm
-    if used_rows is None:
-        unigram = tf.reduce_mean(lm_only, axis=[0, 1])
-    else:  # the used rows only, so that padding changes nothing
-        weights = tf.cast(used_rows, lm.dtype)[..., tf.newaxis]
-        unigram = tf.reduce_sum(lm_only * weights, axis=[0, 1]) / tf.maximum(
-            tf.reduce_sum(weights), 1.0
-        )
-    unigram += _tiny(lm.dtype)  # [C]
-    am_only_sum = tf.linalg.matvec(parts.am_probs, unigram)  # [B, T]
-    am_only_norm = (tf.math.log(am_only_sum) + parts.am_max[..., 0])[:, tf.newaxis]
-    log_unigram = tf.math.log(unigram)
-    lm_only_norm = tf.math.log(lm_only_norm) + parts.lm_max  # [B, S + 1, 1]
-    fits = parts.fits
-    if lm.dtype == tf.float32:
-        fits &= tf.reduce_all(am_only_sum >= _FLOAT32_SAFE_MIN)
-
-    terms = [
-        (  # log softmax(lm[s] + am[t])
-            parts.px_am
-            + parts.px_lm
-            - _pad_frames(parts.normalizers[:, :-1], rnnt_type),
-            parts.py_am + parts.py_lm - parts.normalizers,
-        ),
-        (  # log softmax(lm[s])
-            parts.px_lm - lm_only_norm[:, :-1],
-            parts.py_lm - lm_only_norm,
-        ),
-        (  # log softmax(am[t] + log unigram)
-            parts.px_am
-            + tf.gather(log_unigram, symbols)[..., tf.newaxis]
-            - _pad_frames(am_only_norm, rnnt_type),
-            parts.py_am + log_unigram[termination_symbol] - am_only_norm,
-        ),
-    ]
-    used = [(scale, term) for scale, term in zip(scales, terms, strict=True) if scale]
-    # Summed with broadcasting: the LM-only terms have one column.
-    px = sum(scale * tx for scale, (tx, _) in used)
-    py = sum(scale * ty for scale, (_, ty) in used)
-    return px, py, fits
-
-
-def rnnt_loss_smoothed(
-    lm,
-    am,
-    symbols,
-    termination_symbol,
-    lm_only_scale=0.1,
-    am_only_scale=0.1,
-    boundary=None,
-    rnnt_type="regular",
-    delay_penalty=0.0,
-    reduction="mean",
-    return_grad=False,
-    logit_lengths=None,
-    label_lengths=None,
-):
-    """The simple RNN-T loss on `get_rnnt_logprobs_smoothed`'s log-probs.
-
-    Args and Returns as `rnnt_loss_simple`, plus lm_only_scale and
-    am_only_scale (see `get_rnnt_logprobs_smoothed`).
-    """
-    delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
-    with tf.name_scope("rnnt_loss_smoothed"):
-        boundary = _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am)
-        lm, am = _simple_loss_inputs(lm, am, boundary)
-        px, py = get_rnnt_logprobs_smoothed(
-            lm,
-            am,
-            symbols,
-            termination_symbol,
-            lm_only_scale,
-            am_only_scale,
-            boundary,
-            rnnt_type,
-        )
-        return _loss_from_logprobs(
-            px, py, boundary, rnnt_type, delay_penalty, reduction, return_grad
-        )

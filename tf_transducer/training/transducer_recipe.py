@@ -24,6 +24,7 @@ import os
 
 import keras
 
+from tf_transducer.data.text import save_text_encoder_json
 from tf_transducer.training import speech
 from tf_transducer.training.distributed import (
     all_reduce_sums,
@@ -118,12 +119,6 @@ def make_text_encoder(kind, transcripts, vocab_size=256, word_delimiter=False):
             word_delimiter=word_delimiter,
         )
     return SubwordEncoder.train(transcripts, vocab_size, word_delimiter=word_delimiter)
-
-
-def save_text_encoder(encoder, path):
-    with open(path + ".tmp", "w") as f:
-        json.dump({"kind": type(encoder).__name__, "config": encoder.get_config()}, f)
-    os.replace(path + ".tmp", path)
 
 
 def speech_data(
@@ -301,7 +296,7 @@ def train(
             encoder, sample_rate, n_mels, max_duration, skip_bad,
         )  # fmt: skip
     if chief:
-        save_text_encoder(encoder, run_dir.file(ENCODER_FILE))
+        save_text_encoder_json(encoder, run_dir.file(ENCODER_FILE))
     wave = make_wave_augment(wave_config, train_manifests, sample_rate, seed)
 
     def model_fn(steps):
@@ -494,7 +489,7 @@ def evaluate_export(export_dir, paths, transcripts, num_threads=1):
 
 def load_checkpoint(checkpoint_dir):
     """(model, text encoder) of a training run's folder."""
-    from tf_transducer.export.transducer import load_text_encoder_config
+    from tf_transducer.data.text import load_text_encoder_json
 
     model_path = os.path.join(checkpoint_dir, MODEL_FILE)
     encoder_path = os.path.join(checkpoint_dir, ENCODER_FILE)
@@ -504,7 +499,7 @@ def load_checkpoint(checkpoint_dir):
             f"and {ENCODER_FILE}); train first"
         )
     model = keras.models.load_model(model_path, compile=False)
-    encoder = load_text_encoder_config(encoder_path)
+    encoder = load_text_encoder_json(encoder_path)
     if encoder.vocab_size != model.vocab_size:
         raise ValueError(
             f"{encoder_path}: the text encoder has {encoder.vocab_size} classes but "

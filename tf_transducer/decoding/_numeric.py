@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Log-domain arithmetic of the numpy decoders (float64)."""
+
+import math
+
+import numpy as np
+
+
+def log_softmax(x):
+    """log softmax over the last axis of x, in float64."""
+    x = np.asarray(x, np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def log_add(a, b):
+    """log(exp(a) + exp(b)) of two Python floats; -inf is the zero."""
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    return max(a, b) + math.log1p(math.exp(-abs(a - b)))
