@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "cc/kernels/input_checks.h"
 #include "cc/kernels/mutual_information_functor.h"
 #include "cc/kernels/op_device.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -63,25 +64,7 @@ class MutualInformationOp : public OpKernel {
                         " (modified) columns to match py of shape ",
                         py.shape().DebugString(), ", got px of shape ",
                         px.shape().DebugString()));
-    OP_REQUIRES(ctx,
-                boundary.dims() == 2 && boundary.dim_size(0) == B &&
-                    boundary.dim_size(1) == 4,
-                InvalidArgument("boundary must have shape [B, 4] = [", B,
-                                ", 4], got ", boundary.shape().DebugString()));
-
-    const auto bnd = boundary.matrix<int64_t>();
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t s_begin = bnd(b, 0), t_begin = bnd(b, 1), s_end = bnd(b, 2),
-                    t_end = bnd(b, 3);
-      OP_REQUIRES(
-          ctx,
-          0 <= s_begin && s_begin <= s_end && s_end <= S && 0 <= t_begin &&
-              t_begin <= t_end && t_end <= T,
-          InvalidArgument("boundary[", b, "] = [", s_begin, ", ", t_begin, ", ",
-                          s_end, ", ", t_end,
-                          "] must satisfy 0 <= s_begin <= s_end <= S = ", S,
-                          " and 0 <= t_begin <= t_end <= T = ", T));
-    }
+    OP_REQUIRES_OK(ctx, CheckBoundary(boundary, B, S, T));
     Tensor* scores = nullptr;
     Tensor* px_grad = nullptr;
     Tensor* py_grad = nullptr;
@@ -101,9 +84,9 @@ class MutualInformationOp : public OpKernel {
     p.px = px.flat<Scalar>().data();
     p.py = py.flat<Scalar>().data();
     Tensor boundary_copy;
-    OP_REQUIRES_OK(ctx,
-                   functor::Int64Input<Device>()(ctx, bnd.data(), 4 * B,
-                                                 &boundary_copy, &p.boundary));
+    OP_REQUIRES_OK(
+        ctx, functor::Int64Input<Device>()(ctx, boundary.flat<int64_t>().data(),
+                                           4 * B, &boundary_copy, &p.boundary));
     p.scores = scores->flat<Scalar>().data();
     p.px_grad = px_grad->flat<Scalar>().data();
     p.py_grad = py_grad->flat<Scalar>().data();

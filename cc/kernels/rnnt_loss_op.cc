@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "cc/kernels/half_types.h"
+#include "cc/kernels/input_checks.h"
 #include "cc/kernels/log_space_math.h"
 #include "cc/kernels/mutual_information_functor.h"
 #include "cc/kernels/op_device.h"
@@ -319,178 +320,205 @@ class RnntLossOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    const Tensor* logits_in;
-    const Tensor* symbols_in;
-    const Tensor* boundary_in;
-    const Tensor* penalty_in;
-    OP_REQUIRES_OK(ctx, ctx->input("logits", &logits_in));
-    OP_REQUIRES_OK(ctx, ctx->input("symbols", &symbols_in));
-    OP_REQUIRES_OK(ctx, ctx->input("boundary", &boundary_in));
-    OP_REQUIRES_OK(ctx, ctx->input("delay_penalty", &penalty_in));
-    const Tensor& logits = *logits_in;
-    const Tensor& symbols = *symbols_in;
-    const Tensor& boundary = *boundary_in;
-    const Tensor& penalty = *penalty_in;
-    OP_REQUIRES(ctx, penalty.dims() == 0,
-                InvalidArgument("delay_penalty must be a scalar, got shape ",
-                                penalty.shape().DebugString()));
-    const Scalar delay_penalty = penalty.scalar<Scalar>()();
-    OP_REQUIRES(
-        ctx, delay_penalty >= 0,
-        InvalidArgument("delay_penalty must be >= 0, got ", delay_penalty));
-    OP_REQUIRES(ctx, logits.dims() == 4,
-                InvalidArgument("logits must have rank 4 [B, T, ",
-                                kPruned ? "s_range" : "S + 1", ", C], got ",
-                                logits.shape().DebugString()));
-    OP_REQUIRES(ctx, symbols.dims() == 2,
-                InvalidArgument("symbols must have rank 2 [B, S], got ",
-                                symbols.shape().DebugString()));
-    const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
-                  R = logits.dim_size(2), C = logits.dim_size(3),
-                  S = symbols.dim_size(1);
-    OP_REQUIRES(ctx, B > 0 && T > 0 && S > 0 && C > 0,
-                InvalidArgument("B, T, S and C must be positive, got logits ",
-                                logits.shape().DebugString(), " and symbols ",
-                                symbols.shape().DebugString()));
-    OP_REQUIRES(
-        ctx,
-        symbols.dim_size(0) == B &&
-            (kPruned ? R >= 1 && R <= S + 1 : R == S + 1),
-        InvalidArgument("symbols [B, S] = ", symbols.shape().DebugString(),
-                        " does not fit logits ", logits.shape().DebugString(),
-                        kPruned ? " (need 1 <= s_range <= S + 1)"
-                                : " (need logits [B, T, S + 1, C])"));
-    OP_REQUIRES(ctx,
-                boundary.dims() == 2 && boundary.dim_size(0) == B &&
-                    boundary.dim_size(1) == 4,
-                InvalidArgument("boundary must have shape [B, 4] = [", B,
-                                ", 4], got ", boundary.shape().DebugString()));
-    const int64_t* ranges = nullptr;
-    if (kPruned) {
-      const Tensor* ranges_in;
-      OP_REQUIRES_OK(ctx, ctx->input("ranges", &ranges_in));
-      OP_REQUIRES(ctx, ranges_in->shape() == TensorShape({B, T, R}),
-                  InvalidArgument("ranges must have shape [B, T, s_range] = [",
-                                  B, ", ", T, ", ", R, "], got ",
-                                  ranges_in->shape().DebugString()));
-      ranges = ranges_in->flat<int64_t>().data();
-      for (int64_t i = 0; i < B * T; ++i) {
-        const int64_t* row = ranges + i * R;
-        bool ok = row[0] >= 0 && row[0] <= S - (R - 1);  // no overflow
-        for (int64_t j = 1; j < R; ++j) ok &= row[j] == row[0] + j;
-        OP_REQUIRES(ctx, ok,
-                    InvalidArgument("ranges[", i / T, ", ", i % T,
-                                    "] must be consecutive symbol positions "
-                                    "within [0, S = ",
-                                    S, "], starting at ", row[0]));
-      }
-    }
-    OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
-                InvalidArgument("termination_symbol must lie in [0, C) with "
-                                "C = ",
-                                C, ", got ", blank_));
-    OP_REQUIRES(ctx, type_ == RnntType::kRegular || T >= S,
-                InvalidArgument("modified and constrained RNN-T need T >= S, "
-                                "got T = ",
-                                T, ", S = ", S));
-    const auto sym = symbols.matrix<int64_t>();
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t s = 0; s < S; ++s) {
-        OP_REQUIRES(
-            ctx, sym(b, s) >= 0 && sym(b, s) < C,
-            InvalidArgument("symbols must lie in [0, C) with C = ", C,
-                            ", got symbols[", b, ", ", s, "] = ", sym(b, s)));
-      }
-    }
-    const auto bnd = boundary.matrix<int64_t>();
-    for (int64_t b = 0; b < B; ++b) {
-      OP_REQUIRES(
-          ctx,
-          0 <= bnd(b, 0) && bnd(b, 0) <= bnd(b, 2) && bnd(b, 2) <= S &&
-              0 <= bnd(b, 1) && bnd(b, 1) <= bnd(b, 3) && bnd(b, 3) <= T,
-          InvalidArgument("boundary[", b, "] = [", bnd(b, 0), ", ", bnd(b, 1),
-                          ", ", bnd(b, 2), ", ", bnd(b, 3),
-                          "] must satisfy 0 <= s_begin <= s_end <= S = ", S,
-                          " and 0 <= t_begin <= t_end <= T = ", T));
-    }
-
-    const bool regular = type_ == RnntType::kRegular;
-    const int64_t T1 = regular ? T + 1 : T;
-    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
+    Inputs in;
+    OP_REQUIRES_OK(ctx, CheckInputs(ctx, &in));
     Tensor* scores = nullptr;
     Tensor* px_grad = nullptr;
     Tensor* py_grad = nullptr;
     Tensor* norms = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({B}), &scores));
-    OP_REQUIRES_OK(ctx,
-                   ctx->allocate_output(1, TensorShape({B, S, T1}), &px_grad));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({in.B}), &scores));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            1, TensorShape({in.B, in.S, in.T1}), &px_grad));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            2, TensorShape({in.B, in.S + 1, in.T}), &py_grad));
     OP_REQUIRES_OK(
-        ctx, ctx->allocate_output(2, TensorShape({B, S + 1, T}), &py_grad));
-    OP_REQUIRES_OK(ctx,
-                   ctx->allocate_output(3, TensorShape({B, T, R}), &norms));
-    Tensor px, py;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, px_grad->shape(), &px));
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, py_grad->shape(), &py));
+        ctx, ctx->allocate_output(3, TensorShape({in.B, in.T, in.R}), &norms));
+    FirstPassState first;
+    OP_REQUIRES_OK(ctx, FirstPass(ctx, in, norms, &first));
+    OP_REQUIRES_OK(
+        ctx, SecondPass(ctx, in, first.problem, scores, px_grad, py_grad));
+  }
 
-    RnntProblem<Scalar, L> pr;
-    pr.B = B;
-    pr.T_len = T;
-    pr.S = S;
-    pr.C = C;
-    pr.R = R;
-    pr.T1 = T1;
-    Tensor symbols_copy, boundary_copy, ranges_copy;
-    OP_REQUIRES_OK(ctx,
-                   functor::Int64Input<Device>()(ctx, sym.data(), B * S,
-                                                 &symbols_copy, &pr.symbols));
-    OP_REQUIRES_OK(ctx,
-                   functor::Int64Input<Device>()(ctx, bnd.data(), B * 4,
-                                                 &boundary_copy, &pr.boundary));
+ private:
+  // The inputs of one call, checked, and their sizes.
+  struct Inputs {
+    const Tensor* logits = nullptr;
+    const Tensor* symbols = nullptr;
+    const Tensor* boundary = nullptr;
+    const Tensor* ranges = nullptr;  // kPruned only
+    Scalar delay_penalty = 0;
+    int64_t B = 0, T = 0, R = 0, C = 0, S = 0, T1 = 0;
+  };
+
+  // Pass 1's problem and the buffers it points into, which pass 2 reads.
+  struct FirstPassState {
+    RnntProblem<Scalar, L> problem;
+    Tensor px, py, symbols, boundary, ranges;
+  };
+
+  // Reads the inputs into `in` and checks their shapes and values.
+  absl::Status CheckInputs(OpKernelContext* ctx, Inputs* in) const {
+    const Tensor* penalty;
+    TF_RETURN_IF_ERROR(ctx->input("logits", &in->logits));
+    TF_RETURN_IF_ERROR(ctx->input("symbols", &in->symbols));
+    TF_RETURN_IF_ERROR(ctx->input("boundary", &in->boundary));
+    TF_RETURN_IF_ERROR(ctx->input("delay_penalty", &penalty));
+    const Tensor& logits = *in->logits;
+    const Tensor& symbols = *in->symbols;
+    if (penalty->dims() != 0) {
+      return InvalidArgument("delay_penalty must be a scalar, got shape ",
+                             penalty->shape().DebugString());
+    }
+    in->delay_penalty = penalty->scalar<Scalar>()();
+    if (!(in->delay_penalty >= 0)) {
+      return InvalidArgument("delay_penalty must be >= 0, got ",
+                             in->delay_penalty);
+    }
+    if (logits.dims() != 4) {
+      return InvalidArgument("logits must have rank 4 [B, T, ",
+                             kPruned ? "s_range" : "S + 1", ", C], got ",
+                             logits.shape().DebugString());
+    }
+    if (symbols.dims() != 2) {
+      return InvalidArgument("symbols must have rank 2 [B, S], got ",
+                             symbols.shape().DebugString());
+    }
+    const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
+                  R = logits.dim_size(2), C = logits.dim_size(3),
+                  S = symbols.dim_size(1);
+    if (!(B > 0 && T > 0 && S > 0 && C > 0)) {
+      return InvalidArgument("B, T, S and C must be positive, got logits ",
+                             logits.shape().DebugString(), " and symbols ",
+                             symbols.shape().DebugString());
+    }
+    if (symbols.dim_size(0) != B ||
+        !(kPruned ? R >= 1 && R <= S + 1 : R == S + 1)) {
+      return InvalidArgument("symbols [B, S] = ", symbols.shape().DebugString(),
+                             " does not fit logits ",
+                             logits.shape().DebugString(),
+                             kPruned ? " (need 1 <= s_range <= S + 1)"
+                                     : " (need logits [B, T, S + 1, C])");
+    }
+    if (kPruned) {
+      TF_RETURN_IF_ERROR(ctx->input("ranges", &in->ranges));
+      TF_RETURN_IF_ERROR(CheckRanges(*in->ranges, B, T, R, S));
+    }
+    if (blank_ < 0 || blank_ >= C) {
+      return InvalidArgument("termination_symbol must lie in [0, C) with C = ",
+                             C, ", got ", blank_);
+    }
+    if (type_ != RnntType::kRegular && T < S) {
+      return InvalidArgument(
+          "modified and constrained RNN-T need T >= S, got T = ", T,
+          ", S = ", S);
+    }
+    TF_RETURN_IF_ERROR(CheckSymbols(symbols.flat<int64_t>().data(), B, S, C));
+    TF_RETURN_IF_ERROR(CheckBoundary(*in->boundary, B, S, T));
+    in->B = B;
+    in->T = T;
+    in->R = R;
+    in->C = C;
+    in->S = S;
+    in->T1 = type_ == RnntType::kRegular ? T + 1 : T;
+    return absl::OkStatus();
+  }
+
+  // ranges [B, T, R]: each row R consecutive positions within [0, S].
+  static absl::Status CheckRanges(const Tensor& ranges_in, int64_t B, int64_t T,
+                                  int64_t R, int64_t S) {
+    if (ranges_in.shape() != TensorShape({B, T, R})) {
+      return InvalidArgument("ranges must have shape [B, T, s_range] = [", B,
+                             ", ", T, ", ", R, "], got ",
+                             ranges_in.shape().DebugString());
+    }
+    const int64_t* ranges = ranges_in.flat<int64_t>().data();
+    for (int64_t i = 0; i < B * T; ++i) {
+      const int64_t* row = ranges + i * R;
+      bool ok = row[0] >= 0 && row[0] <= S - (R - 1);  // no overflow
+      for (int64_t j = 1; j < R; ++j) ok &= row[j] == row[0] + j;
+      if (!ok) {
+        return InvalidArgument("ranges[", i / T, ", ", i % T,
+                               "] must be consecutive symbol positions "
+                               "within [0, S = ",
+                               S, "], starting at ", row[0]);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Pass 1: the normalisers (into `norms`), px and py.
+  absl::Status FirstPass(OpKernelContext* ctx, const Inputs& in, Tensor* norms,
+                         FirstPassState* state) const {
+    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
+    TF_RETURN_IF_ERROR(
+        ctx->allocate_temp(dt, TensorShape({in.B, in.S, in.T1}), &state->px));
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(
+        dt, TensorShape({in.B, in.S + 1, in.T}), &state->py));
+    RnntProblem<Scalar, L>& pr = state->problem;
+    pr.B = in.B;
+    pr.T_len = in.T;
+    pr.S = in.S;
+    pr.C = in.C;
+    pr.R = in.R;
+    pr.T1 = in.T1;
+    TF_RETURN_IF_ERROR(functor::Int64Input<Device>()(
+        ctx, in.symbols->template flat<int64_t>().data(), in.B * in.S,
+        &state->symbols, &pr.symbols));
+    TF_RETURN_IF_ERROR(functor::Int64Input<Device>()(
+        ctx, in.boundary->template flat<int64_t>().data(), in.B * 4,
+        &state->boundary, &pr.boundary));
     pr.ranges = nullptr;
     if (kPruned) {
-      OP_REQUIRES_OK(ctx,
-                     functor::Int64Input<Device>()(ctx, ranges, B * T * R,
-                                                   &ranges_copy, &pr.ranges));
+      TF_RETURN_IF_ERROR(functor::Int64Input<Device>()(
+          ctx, in.ranges->template flat<int64_t>().data(), in.B * in.T * in.R,
+          &state->ranges, &pr.ranges));
     }
-    pr.logits = LogitData<TfL>(logits);
-    pr.px = px.flat<Scalar>().data();
-    pr.py = py.flat<Scalar>().data();
+    pr.logits = LogitData<TfL>(*in.logits);
+    pr.px = state->px.template flat<Scalar>().data();
+    pr.py = state->py.template flat<Scalar>().data();
     pr.norms = norms->flat<Scalar>().data();
     pr.blank = blank_;
     pr.type = type_;
-    pr.delay_penalty = delay_penalty;
-    OP_REQUIRES_OK(ctx, functor::RnntLogProbs<Device, Scalar, L>()(ctx, pr));
+    pr.delay_penalty = in.delay_penalty;
+    return functor::RnntLogProbs<Device, Scalar, L>()(ctx, pr);
+  }
 
-    // Pass 2: the recursion.
+  // Pass 2: the recursion over pass 1's px and py, into the scores and the
+  // occupations.
+  absl::Status SecondPass(OpKernelContext* ctx, const Inputs& in,
+                          const RnntProblem<Scalar, L>& pr, Tensor* scores,
+                          Tensor* px_grad, Tensor* py_grad) const {
     MutualInformationProblem<Scalar> mi;
-    mi.batch = B;
-    mi.S = S;
-    mi.T_len = T;
-    mi.T1 = T1;
+    mi.batch = in.B;
+    mi.S = in.S;
+    mi.T_len = in.T;
+    mi.T1 = in.T1;
     mi.px = pr.px;
     mi.py = pr.py;
     mi.boundary = pr.boundary;
     mi.scores = scores->flat<Scalar>().data();
     mi.px_grad = px_grad->flat<Scalar>().data();
     mi.py_grad = py_grad->flat<Scalar>().data();
+    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
     Tensor alpha, e;
     const TensorShape scratch({mi.buffer_size()});
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, scratch, &alpha));
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, scratch, &e));
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(dt, scratch, &alpha));
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(dt, scratch, &e));
     mi.alpha = alpha.flat<Scalar>().data();
     mi.e = e.flat<Scalar>().data();
     std::vector<char> illegal;
-    OP_REQUIRES_OK(
-        ctx, functor::MutualInformation<Device, Scalar>()(ctx, mi, &illegal));
-    for (int64_t b = 0; b < B; ++b) {
-      OP_REQUIRES(ctx, !illegal[b],
-                  InvalidArgument("logits must be finite or -inf; sequence ", b,
-                                  " of logits ", logits.shape().DebugString(),
-                                  " has a NaN or +inf"));
+    TF_RETURN_IF_ERROR(
+        functor::MutualInformation<Device, Scalar>()(ctx, mi, &illegal));
+    for (int64_t b = 0; b < in.B; ++b) {
+      if (illegal[b]) {
+        return InvalidArgument("logits must be finite or -inf; sequence ", b,
+                               " of logits ", in.logits->shape().DebugString(),
+                               " has a NaN or +inf");
+      }
     }
+    return absl::OkStatus();
   }
 
- private:
   int blank_;
   RnntType type_;
 };
@@ -561,12 +589,7 @@ class RnntLossGradOp : public OpKernel {
     OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
                 InvalidArgument("termination_symbol must lie in [0, C)"));
     const int64_t* sym = symbols.flat<int64_t>().data();
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t s = 0; s < S; ++s) {
-        OP_REQUIRES(ctx, sym[b * S + s] >= 0 && sym[b * S + s] < C,
-                    InvalidArgument("symbols must lie in [0, C)"));
-      }
-    }
+    OP_REQUIRES_OK(ctx, CheckSymbols(sym, B, S, C));
     // The gradient takes the logits' buffer when nothing else holds it (in a
     // graph the logits usually die here): no new memory, no page faults.
     // Each row is read before it is written.

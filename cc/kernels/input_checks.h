@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// Input checks shared by the op kernels (mutual_information_op.cc and
+// rnnt_loss_op.cc).  Each returns OkStatus, or an InvalidArgument that names
+// the input, the offending entry and the rule it breaks.  The values are
+// read on the host (the GPU kernels register these inputs as HostMemory).
+
+#ifndef TF_TRANSDUCER_CC_KERNELS_INPUT_CHECKS_H_
+#define TF_TRANSDUCER_CC_KERNELS_INPUT_CHECKS_H_
+
+#include <cstdint>
+
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/lib/core/errors.h"
+
+namespace tf_transducer {
+
+// boundary: int64 [B, 4], rows (s_begin, t_begin, s_end, t_end) with
+// 0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T.
+inline absl::Status CheckBoundary(const tensorflow::Tensor& boundary, int64_t B,
+                                  int64_t S, int64_t T) {
+  if (boundary.dims() != 2 || boundary.dim_size(0) != B ||
+      boundary.dim_size(1) != 4) {
+    return tensorflow::errors::InvalidArgument(
+        "boundary must have shape [B, 4] = [", B, ", 4], got ",
+        boundary.shape().DebugString());
+  }
+  const auto bnd = boundary.matrix<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t s_begin = bnd(b, 0), t_begin = bnd(b, 1), s_end = bnd(b, 2),
+                  t_end = bnd(b, 3);
+    if (!(0 <= s_begin && s_begin <= s_end && s_end <= S && 0 <= t_begin &&
+          t_begin <= t_end && t_end <= T)) {
+      return tensorflow::errors::InvalidArgument(
+          "boundary[", b, "] = [", s_begin, ", ", t_begin, ", ", s_end, ", ",
+          t_end, "] must satisfy 0 <= s_begin <= s_end <= S = ", S,
+          " and 0 <= t_begin <= t_end <= T = ", T);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// symbols: B * S int64 values (row-major [B, S]), each in [0, C).
+inline absl::Status CheckSymbols(const int64_t* symbols, int64_t B, int64_t S,
+                                 int64_t C) {
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t y = symbols[b * S + s];
+      if (y < 0 || y >= C) {
+        return tensorflow::errors::InvalidArgument(
+            "symbols must lie in [0, C) with C = ", C, ", got symbols[", b,
+            ", ", s, "] = ", y);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tf_transducer
+
+#endif  // TF_TRANSDUCER_CC_KERNELS_INPUT_CHECKS_H_
