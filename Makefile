@@ -35,14 +35,19 @@ demo: build
 test: build
 	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
 
+# Every benchmark, each run as a module from the repository root (results:
+# benchmarks/BENCHMARKS.md).  The last three measure the demo's trained run,
+# so `make demo` runs first when there is none.  bench_gpu needs a GPU: it is
+# part of `make gpu-check`.
+BENCHMARKS := bench_mutual_information bench_rnnt_loss rss_rnnt_loss \
+  bench_half_logits bench_pipeline bench_spec_augment bench_deepspeech \
+  bench_lattice bench_neural_transducer bench_multiworker \
+  bench_transducer bench_tflite bench_real_speech
+DEMO_RUN := runs/digits_demo
 bench: build
-	$(PY) benchmarks/bench_mutual_information.py
-	$(PY) benchmarks/bench_rnnt_loss.py
-	$(PY) benchmarks/rss_rnnt_loss.py
-	$(PY) benchmarks/bench_pipeline.py
-	$(PY) benchmarks/bench_spec_augment.py
-	$(PY) benchmarks/bench_deepspeech.py
-	$(PY) benchmarks/bench_transducer.py
+	test -d $(DEMO_RUN)/tflite || $(MAKE) demo
+	set -e; for b in $(BENCHMARKS); do \
+	  echo "== python -m benchmarks.$$b"; $(PY) -m benchmarks.$$b; done
 
 # The library built with the CUDA kernels (TT_CUDA=1, needs nvcc), kept apart
 # in build-cuda/, and the op tests run on it: on a machine without a GPU this
@@ -80,7 +85,7 @@ gpu-check: $(GPU_HARNESS)
 	  compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_HARNESS) check; \
 	else echo "compute-sanitizer not found: memcheck skipped"; fi
 	if python3 -c "import torch, torchaudio" 2>/dev/null; then \
-	  python3 benchmarks/bench_gpu.py --harness $(GPU_HARNESS); \
+	  python3 -m benchmarks.bench_gpu --harness $(GPU_HARNESS); \
 	else echo "torch/torchaudio not found: timing ours only"; \
 	  $(GPU_HARNESS) bench; fi
 
@@ -127,6 +132,7 @@ notebooks: build
 
 lint: | $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/clang-format --dry-run --Werror $(CC_FILES) $(CC_TEST_FILES)
 

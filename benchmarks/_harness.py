@@ -12,10 +12,25 @@ the median of three calls.
 """
 
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+
+# The repository root: `python -m benchmarks.<name>` runs from here, and so do
+# the worker processes the benchmarks start.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def self_command(spec):
+    """argv that runs the benchmark module of `spec` (its `__spec__`) again.
+
+    The child runs `python -m benchmarks.<name>`, so it needs the repository
+    root as its working directory: the parent's, when the parent was started
+    the same way (`run_interleaved` sets it in any case).
+    """
+    return [sys.executable, "-m", spec.name]
 
 
 def serve(step, inner=1, report=None):
@@ -53,6 +68,7 @@ def run_interleaved(commands, rounds):
     workers = {
         key: subprocess.Popen(
             argv,
+            cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

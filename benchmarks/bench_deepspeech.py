@@ -8,17 +8,18 @@
   * training steps per second at batch 16 of 5-second utterances (250 MFCC
     frames), 2 threads, forward + CTC + backward + Adam, median of 5 after 2.
 
-Usage: python benchmarks/bench_deepspeech.py
+Usage: python -m benchmarks.bench_deepspeech
 """
 
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
 from absl import app, flags
+
+from benchmarks import _harness
 
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'rtf,DIR' or 'train'.")
 
@@ -106,7 +107,7 @@ def main(argv):
 
         def worker(arg):
             out = subprocess.run(
-                [sys.executable, __file__, f"--worker={arg}"],
+                [*_harness.self_command(__spec__), f"--worker={arg}"],
                 capture_output=True, text=True, env=env, check=True,
             )  # fmt: skip
             return float(out.stdout.strip().splitlines()[-1])

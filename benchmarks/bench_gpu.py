@@ -17,7 +17,7 @@ cc/gpu_harness/README.md).  It
      prints a table.
 
 Usage:
-  python benchmarks/bench_gpu.py --harness build/gpu_harness \\
+  python -m benchmarks.bench_gpu --harness build/gpu_harness \\
       [--shapes "8,150,40,500;32,500,100,1024;16,1000,200,4096"] [--repeats 10]
 
 Exit codes: 0 done and the comparison passed, 1 comparison failed, 2 torch,

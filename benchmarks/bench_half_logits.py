@@ -8,19 +8,17 @@ forward + backward time (median of --repeats) and the peak resident memory
 of one step above the logits, each case in a fresh interpreter (as
 rss_rnnt_loss.py does).
 
-Usage: python benchmarks/bench_half_logits.py [--repeats 10]
+Usage: python -m benchmarks.bench_half_logits [--repeats 10]
 """
 
 import json
 import os
 import subprocess
-import sys
 import time
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peak_rss  # noqa: E402
+from benchmarks import _harness, peak_rss  # noqa: E402
 
 REPEATS = flags.DEFINE_integer("repeats", 10, "Timed steps per case.")
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'dtype,path,B,T,U,V'.")
@@ -71,8 +69,7 @@ def main(argv):
                 spec = ",".join([dtype, path, *map(str, shape)])
                 out = subprocess.run(
                     [
-                        sys.executable,
-                        __file__,
+                        *_harness.self_command(__spec__),
                         f"--worker={spec}",
                         f"--repeats={REPEATS.value}",
                     ],

@@ -25,19 +25,17 @@ Side by side (benchmarks/_harness.py), one worker process per case:
     --last_python names a Python with last-asr, jax and flax installed
     (a separate environment: they do not share one with TensorFlow).
 
-Usage: python benchmarks/bench_lattice.py [--rounds 10]
+Usage: python -m benchmarks.bench_lattice [--rounds 10]
          [--last_python /path/to/venv/bin/python]
 """
 
 import os
 import platform
-import sys
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _harness  # noqa: E402
-from lattice_case import CONTEXT, HIDDEN, RNN, RNN_EMB, B, F, T, U, V, inputs  # noqa: E402
+from benchmarks import _harness  # noqa: E402
+from benchmarks.lattice_case import CONTEXT, HIDDEN, RNN, RNN_EMB, B, F, T, U, V, inputs  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per case.", lower_bound=3)
 LAST_PYTHON = flags.DEFINE_string("last_python", "", "A Python with last-asr.")
@@ -120,16 +118,15 @@ def main(argv):
     del argv
     if WORKER.value:
         return serve_tf(WORKER.value)
-    me = os.path.abspath(__file__)
     commands = {
-        case: [sys.executable, me, f"--worker={case}"]
+        case: [*_harness.self_command(__spec__), f"--worker={case}"]
         for case in CASES
         if case.startswith("tt_")
     }
     if LAST_PYTHON.value:
-        last = os.path.join(os.path.dirname(me), "last_lattice_worker.py")
+        last = "benchmarks.last_lattice_worker"
         for case in ("last_loss", "last_shortest"):
-            commands[case] = [LAST_PYTHON.value, last, case.split("_")[1]]
+            commands[case] = [LAST_PYTHON.value, "-m", last, case.split("_")[1]]
     medians, reports = _harness.run_interleaved(commands, ROUNDS.value)
     print(
         f"# {platform.processor() or platform.machine()}, 2 threads, "

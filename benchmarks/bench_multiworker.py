@@ -4,7 +4,7 @@ machine (MultiWorkerMirroredStrategy over gRPC on 127.0.0.1), through
 `train_loop`, on the same global batch; and the gradient all-reduce volume,
 with an estimate of the ring all-reduce time across N hosts.
 
-Usage: python benchmarks/bench_multiworker.py [--steps 6] [--epochs 3]
+Usage: python -m benchmarks.bench_multiworker [--steps 6] [--epochs 3]
 
 Each variant runs `epochs` epochs of `steps` steps; the first epoch (tracing)
 is left out; the step time is the median epoch time / steps. The model is the
@@ -16,8 +16,9 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
+
+from benchmarks import _harness
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -38,6 +39,7 @@ def worker(out, steps, epochs):
         strategy_from_environment,
         train_loop,
     )
+    from tf_transducer.training import transducer_recipe as recipe
 
     strategy = strategy_from_environment(timeout_seconds=120)
     rng = np.random.default_rng(0)
@@ -64,9 +66,10 @@ def worker(out, steps, epochs):
 
     with strategy.scope():
         keras.utils.set_random_seed(0)
-        model = Transducer(VOCAB, feature_dim=FEATURES, encoder_units=256,
-                           encoder_layers=2, predictor_units=128,
-                           joiner_units=128, embedding_dim=64)  # fmt: skip
+        # The recipe's widths, with an LSTM prediction network and no
+        # feature normalisation (as measured).
+        config = recipe.model_config(VOCAB, FEATURES, predictor="lstm")
+        model = Transducer(**dict(config, normalization=None))
         model.build()
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=RnntLoss())
     timer = EpochTimes()
@@ -99,7 +102,7 @@ def run_variant(workers, steps, epochs, out):
             env["TF_CONFIG"] = json.dumps(
                 {"cluster": cluster, "task": {"type": "worker", "index": i}}
             )
-        argv = [sys.executable, __file__, "--worker", out,
+        argv = [*_harness.self_command(__spec__), "--worker", out,
                 f"--steps={steps}", f"--epochs={epochs}"]  # fmt: skip
         processes.append(subprocess.Popen(argv, env=env))
     for p in processes:

@@ -17,17 +17,15 @@ thread counts.  "op alone" is one call of the op with return_grad=True,
 which computes the gradients in the same kernel; the others differentiate
 with a GradientTape.
 
-Usage: python benchmarks/bench_mutual_information.py [--rounds 30]
+Usage: python -m benchmarks.bench_mutual_information [--rounds 30]
 """
 
 import os
 import platform
-import sys
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _harness  # noqa: E402
+from benchmarks import _harness  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 30, "Timings per configuration.", lower_bound=3)
 INNER = flags.DEFINE_integer(
@@ -103,8 +101,7 @@ def main(argv):
     for impl, threads, shape in CASES:
         spec = ",".join(map(str, (impl, threads, *shape)))
         commands[impl, threads, shape] = [
-            sys.executable,
-            __file__,
+            *_harness.self_command(__spec__),
             f"--worker={spec}",
             f"--inner={INNER.value}",
         ]

@@ -10,11 +10,10 @@
 2. Training steps per second on the copy task of the tests (batch 32,
    16 frames, blocks of 4, W=4, 16 LSTM units).
 
-2 threads. Usage: python benchmarks/bench_neural_transducer.py [--rounds 5]
+2 threads. Usage: python -m benchmarks.bench_neural_transducer [--rounds 5]
 """
 
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,7 +24,6 @@ from absl import app, flags  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 5, "Timings per case.", lower_bound=3)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 B, NB, W, U, V, E = 16, 50, 8, 120, 33, 0
 
 
@@ -107,8 +105,7 @@ def main(argv):
     print(f"loop / in-graph: {loop_s / graph_s:.1f}x")
 
     # The copy task and model of the tests (tests/models/test_neural_transducer.py).
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "models"))
-    import test_neural_transducer as toy
+    from tests.models import test_neural_transducer as toy
 
     model = toy.copy_model()
     x, y, _ = toy.copy_task(32 * 20, 1)

@@ -16,16 +16,14 @@ pinned to 1 or 2 cores (CPU affinity + TensorFlow's thread counts):
     network, 256 joiner, 29 characters, `RnntLoss`. This is the size planned
     for the demo; the pipeline has to deliver a batch in well under a step.
 
-Usage: python benchmarks/bench_pipeline.py [--rounds 5]
+Usage: python -m benchmarks.bench_pipeline [--rounds 5]
 """
 
 import os
-import sys
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _harness  # noqa: E402
+from benchmarks import _harness  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 5, "Timings per configuration.", lower_bound=3)
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'what,corpus,cores'.")
@@ -135,7 +133,7 @@ def main(argv):
     cases = [("pipeline", c, n) for c in CORPORA for n in (1, 2)]
     cases += [("train_step", "digits", 2)]
     commands = {
-        case: [sys.executable, __file__, "--worker=" + ",".join(map(str, case))]
+        case: [*_harness.self_command(__spec__), "--worker=" + ",".join(map(str, case))]
         for case in cases
     }
     seconds, reports = _harness.run_interleaved(commands, ROUNDS.value)

@@ -11,7 +11,7 @@ word is then an error).
 
 Usage (after `make demo`; a run of another revision works the same):
 
-  python benchmarks/bench_real_speech.py [--work_dir runs/digits_demo]
+  python -m benchmarks.bench_real_speech [--work_dir runs/digits_demo]
 """
 
 import os

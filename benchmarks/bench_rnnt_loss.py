@@ -21,18 +21,16 @@ peak memory of a step (forward + gradients with respect to am and lm). The
 pruned joiner input is lm gathered at the ranges plus am broadcast over them
 (not am copied s_range times), which is what PrunedRnntLoss does.
 
-Usage: python benchmarks/bench_rnnt_loss.py [--rounds 10]
+Usage: python -m benchmarks.bench_rnnt_loss [--rounds 10]
 """
 
 import os
 import platform
-import sys
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _harness  # noqa: E402
-from rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
+from benchmarks import _harness  # noqa: E402
+from benchmarks.rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per configuration.", lower_bound=3)
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
@@ -131,8 +129,7 @@ def main(argv):
     cases += [(impl, PRUNED_SHAPE) for impl in PRUNED_IMPLS]
     commands = {
         (impl, shape): [
-            sys.executable,
-            __file__,
+            *_harness.self_command(__spec__),
             "--worker=" + ",".join(map(str, (impl, *shape))),
         ]
         for impl, shape in cases

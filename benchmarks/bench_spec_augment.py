@@ -12,16 +12,14 @@ Side by side (benchmarks/_harness.py), 2 threads, float32, in tf.function:
 Reported in utterances per second; the augmentation must cost less than the
 features.
 
-Usage: python benchmarks/bench_spec_augment.py [--rounds 10]
+Usage: python -m benchmarks.bench_spec_augment [--rounds 10]
 """
 
 import os
-import sys
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _harness  # noqa: E402
+from benchmarks import _harness  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per configuration.", lower_bound=3)
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'augment' or 'features'.")
@@ -58,7 +56,7 @@ def main(argv):
         serve(WORKER.value)
         return
     commands = {
-        what: [sys.executable, __file__, f"--worker={what}"]
+        what: [*_harness.self_command(__spec__), f"--worker={what}"]
         for what in ("augment", "features")
     }
     seconds, _ = _harness.run_interleaved(commands, ROUNDS.value)

@@ -11,18 +11,17 @@ loaded, /proc/self/clear_refs). Each mode runs in its own process.
 
 Usage (after `make demo`, which trains the checkpoint):
 
-  python benchmarks/bench_tflite.py [--checkpoint_dir runs/digits_demo/checkpoint]
+  python -m benchmarks.bench_tflite [--checkpoint_dir runs/digits_demo/checkpoint]
 """
 
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchmarks import _harness
 
 CHECKPOINT = flags.DEFINE_string(
     "checkpoint_dir", "runs/digits_demo/checkpoint", "A trained demo run."
@@ -80,7 +79,7 @@ def main(argv):
                 calibration_audio=calibration if mode == "int8" else None,
             )
             out = subprocess.run(
-                [sys.executable, __file__, f"--worker={export_dir}"],
+                [*_harness.self_command(__spec__), f"--worker={export_dir}"],
                 capture_output=True,
                 text=True,
                 check=True,

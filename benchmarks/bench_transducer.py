@@ -12,18 +12,16 @@ real-time factor of its quantised streaming TFLite programs.
     demo's export in --export_dir if present, else an untrained model of the
     same size, which is noted).
 
-Usage: python benchmarks/bench_transducer.py [--rounds 10] [--export_dir D]
+Usage: python -m benchmarks.bench_transducer [--rounds 10] [--export_dir D]
 """
 
 import os
-import sys
 import tempfile
 import time
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _harness  # noqa: E402
+from benchmarks import _harness  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per configuration.", lower_bound=3)
 EXPORT_DIR = flags.DEFINE_string(
@@ -43,17 +41,10 @@ def _setup(threads):
 
 def _demo_model(vocab_size):
     from tf_transducer.models import Transducer
+    from tf_transducer.training import transducer_recipe as recipe
 
-    model = Transducer(
-        vocab_size,
-        feature_dim=40,
-        normalization="global",
-        encoder_units=256,
-        predictor="stateless",
-        embedding_dim=64,
-        predictor_units=128,
-        joiner_units=128,
-    )
+    # The recipe's widths; 40 log-mels and 3 stacked frames, as measured.
+    model = Transducer(**recipe.model_config(vocab_size, 40, stack=3))
     model.build()
     return model
 
@@ -119,7 +110,7 @@ def main(argv):
     import subprocess
 
     commands = {
-        name: [sys.executable, __file__, f"--worker=step,{name}"]
+        name: [*_harness.self_command(__spec__), f"--worker=step,{name}"]
         for name in ("full", "pruned")
     }
     seconds, _ = _harness.run_interleaved(commands, ROUNDS.value)
@@ -142,7 +133,7 @@ def main(argv):
                 quantization="dynamic",
             )
         out = subprocess.run(
-            [sys.executable, __file__, f"--worker=rtf,{export_dir}"],
+            [*_harness.self_command(__spec__), f"--worker=rtf,{export_dir}"],
             capture_output=True,
             text=True,
             check=True,

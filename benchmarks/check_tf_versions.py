@@ -7,7 +7,7 @@ every version: a fresh venv with that TensorFlow, the library compiled with
 setup.py into a folder of its own, then the op and loss tests run on it
 through TF_TRANSDUCER_OPS_LIBRARY (the sources are this checkout's).
 
-Usage: python benchmarks/check_tf_versions.py [--versions 2.20.0 2.21.0]
+Usage: python -m benchmarks.check_tf_versions [--versions 2.20.0 2.21.0]
 """
 
 import argparse

@@ -2,7 +2,7 @@
 """bench_lattice.py's worker for Google's LAST (run with a Python that has
 last-asr, jax and flax; no TensorFlow). Same configuration and inputs.
 
-Usage (by bench_lattice.py): python last_lattice_worker.py loss|shortest
+Usage (by bench_lattice.py): python -m benchmarks.last_lattice_worker loss|shortest
 """
 
 import os
@@ -10,12 +10,12 @@ import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _harness  # noqa: E402
 import jax  # noqa: E402
 import last  # noqa: E402
-from lattice_case import CONTEXT, HIDDEN, RNN, RNN_EMB, V, inputs  # noqa: E402
+
+from benchmarks import _harness  # noqa: E402
+from benchmarks.lattice_case import CONTEXT, HIDDEN, RNN, RNN_EMB, V, inputs  # noqa: E402
 
 
 def main(case):

@@ -6,7 +6,7 @@ header row), never typed in here: rerun a benchmark, paste its table, run
 this script. A table that is missing or changed its header is an error
 naming it.
 
-Usage: python benchmarks/plot_benchmarks.py [--out docs/img]
+Usage: python -m benchmarks.plot_benchmarks [--out docs/img]
 (needs matplotlib: the `docs` extra)
 """
 

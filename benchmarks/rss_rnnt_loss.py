@@ -8,18 +8,16 @@ reads the peak back (VmHWM). Peak minus the RSS before the step, over the
 logits' size, is the step's extra memory; the gradient alone is 1.0x.
 (In a warm process freed memory stays resident, so the peak would not move.)
 
-Usage: python benchmarks/rss_rnnt_loss.py
+Usage: python -m benchmarks.rss_rnnt_loss
 """
 
 import os
 import subprocess
-import sys
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peak_rss  # noqa: E402
-from rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
+from benchmarks import _harness, peak_rss  # noqa: E402
+from benchmarks.rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
 
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
 
@@ -57,11 +55,11 @@ def main(argv):
         for impl, name in IMPLS.items():
             spec = ",".join(map(str, (impl, *shape)))
             out = subprocess.run(
-                [sys.executable, __file__, f"--worker={spec}"],
+                [*_harness.self_command(__spec__), f"--worker={spec}"],
                 check=True,
                 capture_output=True,
                 text=True,
-                cwd=os.path.dirname(os.path.abspath(__file__)),
+                cwd=_harness.ROOT,
             ).stdout
             print(f"| {shape} | {name} | {float(out.split()[-1]):.2f}x |")
 
