@@ -76,7 +76,6 @@ def main(argv):
         sample_rate=SAMPLE_RATE,
         n_mels=N_MELS,
         epochs=EPOCHS.value,
-        encoder_units=256,
         # 4 frames per encoder step (40 ms): a step costs 152 ms against
         # 198 ms at 3, which pays for 72 epochs instead of 64 in about the
         # same time (BENCHMARKS.md, "Real speech").

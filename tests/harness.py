@@ -358,11 +358,15 @@ def run_layer_test(
 def _shape_matches(shapes, want):
     """compute_output_shape's result (tuples of dims) fits the outputs."""
     flat = tf.nest.flatten(want)
-    if isinstance(shapes, tuple) and shapes and isinstance(shapes[0], (tuple, list)):
+    if isinstance(shapes, dict):  # flattened as tf.nest does: sorted keys
+        candidates = [shapes[key] for key in sorted(shapes)]
+    elif isinstance(shapes, tuple) and shapes and isinstance(shapes[0], (tuple, list)):
         candidates = list(shapes)
     else:
         candidates = [shapes]
-    for shape, w in zip(candidates, flat, strict=False):
+    if len(candidates) != len(flat):
+        return False
+    for shape, w in zip(candidates, flat, strict=True):
         if len(shape) != w.ndim:
             return False
         if any(d is not None and d != v for d, v in zip(shape, w.shape, strict=True)):

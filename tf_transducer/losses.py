@@ -2,6 +2,7 @@
 """Keras 3 losses over the transducer ops, for `model.compile(loss=...)`."""
 
 from collections.abc import Mapping
+from typing import Any, TypeAlias
 
 import keras
 import tensorflow as tf
@@ -10,10 +11,19 @@ from tf_transducer.ops import neural_transducer as nt_ops
 from tf_transducer.ops import rnnt, rnnt_pruned, rnnt_smoothed
 from tf_transducer.ops._validation import after, first_bad, real_number, require
 
+__all__ = [
+    "CtcLoss",
+    "NeuralTransducerLoss",
+    "PrunedRnntLoss",
+    "RecognitionLatticeLoss",
+    "RnntLoss",
+]
+
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
-def _check_blank(blank, pad_id):
+def _check_blank(blank: int, pad_id: int) -> None:
     if not isinstance(blank, int) or isinstance(blank, bool) or blank < 0:
         raise ValueError(f"blank must be an int >= 0, got {blank!r}")
     if pad_id == blank:
@@ -28,7 +38,13 @@ class _LabelSequenceLoss(keras.losses.Loss):
     integral floats (Keras may cast y_true to the model's dtype).
     """
 
-    def __init__(self, pad_id, reduction, name, dtype):
+    def __init__(
+        self,
+        pad_id: int,
+        reduction: str | None,
+        name: str,
+        dtype: str | keras.DTypePolicy | None,
+    ) -> None:
         if not isinstance(pad_id, int) or isinstance(pad_id, bool):
             raise ValueError(f"pad_id must be an int, got {pad_id!r}")
         if reduction not in _REDUCTIONS:
@@ -38,7 +54,12 @@ class _LabelSequenceLoss(keras.losses.Loss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.pad_id = pad_id
 
-    def __call__(self, y_true, y_pred, sample_weight=None):
+    def __call__(
+        self,
+        y_true: TensorLike,
+        y_pred: Any,
+        sample_weight: TensorLike | None = None,
+    ) -> tf.Tensor:
         with tf.name_scope(self.name):
             losses = self._per_utterance(y_true, y_pred)
             if sample_weight is not None:
@@ -64,11 +85,17 @@ class _LabelSequenceLoss(keras.losses.Loss):
             replicas = tf.distribute.get_strategy().num_replicas_in_sync
             return mean / replicas if replicas > 1 else mean
 
-    def call(self, y_true, y_pred):
+    def call(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
         """Per-utterance losses [B]."""
         return self._per_utterance(y_true, y_pred)
 
-    def _labels(self, y_true, num_classes=None, batch=None, excluded=None):
+    def _labels(
+        self,
+        y_true: TensorLike,
+        num_classes: TensorLike | None = None,
+        batch: TensorLike | None = None,
+        excluded: int | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """(labels int64 [B, S] with padding set to 0, label_lengths [B]).
 
         Checks (InvalidArgumentError naming y_true) that every row is labels
@@ -81,7 +108,7 @@ class _LabelSequenceLoss(keras.losses.Loss):
                 f"y_true must be labels [B, S] padded with pad_id={self.pad_id}, "
                 f"got shape {labels.shape}"
             )
-        checks = []
+        checks: list[Any] = []
         if labels.dtype.is_floating:
             whole = tf.equal(labels, tf.round(labels))
             value, index = first_bad(~whole, labels)
@@ -138,13 +165,15 @@ class _LabelSequenceLoss(keras.losses.Loss):
             return tf.where(is_label, labels, tf.zeros_like(labels)), label_lengths
 
     @staticmethod
-    def _frame_counts(frames, batch, frame_mask):
+    def _frame_counts(
+        frames: TensorLike, batch: TensorLike, frame_mask: TensorLike | None
+    ) -> tf.Tensor:
         """logit_lengths [B] from a [B, T] frame mask, else all T frames."""
         if frame_mask is None:
             return tf.fill([batch], tf.cast(frames, tf.int64))
         return tf.reduce_sum(tf.cast(frame_mask, tf.int64), axis=1)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(pad_id=self.pad_id)
         return config
@@ -153,7 +182,16 @@ class _LabelSequenceLoss(keras.losses.Loss):
 class _TransducerLoss(_LabelSequenceLoss):
     """Shared by the transducer losses: blank, rnnt_type and delay_penalty."""
 
-    def __init__(self, blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype):
+    def __init__(
+        self,
+        blank: int,
+        rnnt_type: str,
+        delay_penalty: float,
+        pad_id: int,
+        reduction: str | None,
+        name: str,
+        dtype: str | keras.DTypePolicy | None,
+    ) -> None:
         super().__init__(pad_id, reduction, name, dtype)
         _check_blank(blank, pad_id)
         if rnnt_type not in rnnt.RNNT_TYPES:
@@ -164,7 +202,7 @@ class _TransducerLoss(_LabelSequenceLoss):
         self.rnnt_type = rnnt_type
         self.delay_penalty = real_number("delay_penalty", delay_penalty, minimum=0.0)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             blank=self.blank, rnnt_type=self.rnnt_type, delay_penalty=self.delay_penalty
@@ -172,7 +210,9 @@ class _TransducerLoss(_LabelSequenceLoss):
         return config
 
 
-def ctc_feasible(labels, label_lengths, logit_lengths):
+def ctc_feasible(
+    labels: TensorLike, label_lengths: TensorLike, logit_lengths: TensorLike
+) -> tf.Tensor:
     """bool [B]: whether some CTC alignment of the labels fits in the frames.
 
     A label sequence of length U with R adjacent repeats needs U + R frames
@@ -213,19 +253,19 @@ class CtcLoss(_LabelSequenceLoss):
 
     def __init__(
         self,
-        blank=0,
-        pad_id=-1,
-        zero_infinity=False,
-        reduction="sum_over_batch_size",
-        name="ctc_loss",
-        dtype=None,
-    ):
+        blank: int = 0,
+        pad_id: int = -1,
+        zero_infinity: bool = False,
+        reduction: str | None = "sum_over_batch_size",
+        name: str = "ctc_loss",
+        dtype: str | keras.DTypePolicy | None = None,
+    ) -> None:
         super().__init__(pad_id, reduction, name, dtype)
         _check_blank(blank, pad_id)
         self.blank = blank
         self.zero_infinity = bool(zero_infinity)
 
-    def _per_utterance(self, y_true, y_pred):
+    def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
         frame_mask = getattr(y_pred, "_keras_mask", None)
         logits = tf.convert_to_tensor(y_pred)
         if logits.shape.rank != 3:
@@ -261,7 +301,7 @@ class CtcLoss(_LabelSequenceLoss):
         fill = 0.0 if self.zero_infinity else float("inf")
         return tf.where(feasible, losses, fill)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(blank=self.blank, zero_infinity=self.zero_infinity)
         return config
@@ -298,7 +338,6 @@ class RnntLoss(_TransducerLoss):
       sample_weight: optional [B] weights.
 
     Example:
-
     ```python
     model.compile(optimizer="adam", loss=tf_transducer.losses.RnntLoss(blank=0))
     model.fit(dataset.padded_batch(8, padding_values=(0.0, -1)))
@@ -307,16 +346,16 @@ class RnntLoss(_TransducerLoss):
 
     def __init__(
         self,
-        blank=0,
-        rnnt_type="regular",
-        delay_penalty=0.0,
-        pad_id=-1,
-        clamp=-1.0,
-        fastemit_lambda=0.0,
-        reduction="sum_over_batch_size",
-        name="rnnt_loss",
-        dtype=None,
-    ):
+        blank: int = 0,
+        rnnt_type: str = "regular",
+        delay_penalty: float = 0.0,
+        pad_id: int = -1,
+        clamp: float = -1.0,
+        fastemit_lambda: float = 0.0,
+        reduction: str | None = "sum_over_batch_size",
+        name: str = "rnnt_loss",
+        dtype: str | keras.DTypePolicy | None = None,
+    ) -> None:
         super().__init__(
             blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
         )
@@ -325,7 +364,7 @@ class RnntLoss(_TransducerLoss):
             "fastemit_lambda", fastemit_lambda, minimum=0.0
         )
 
-    def _per_utterance(self, y_true, y_pred):
+    def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
         # Keras would apply y_pred's [B, T] frame mask to the [B] losses;
         # here the mask gives the frame counts instead.
         frame_mask = getattr(y_pred, "_keras_mask", None)
@@ -364,7 +403,7 @@ class RnntLoss(_TransducerLoss):
             fastemit_lambda=self.fastemit_lambda,
         )
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(clamp=self.clamp, fastemit_lambda=self.fastemit_lambda)
         return config
@@ -433,21 +472,21 @@ class PrunedRnntLoss(_TransducerLoss):
 
     def __init__(
         self,
-        s_range=5,
-        simple_loss_scale=0.5,
-        pruned_loss_scale=1.0,
-        lm_only_scale=0.25,
-        am_only_scale=0.0,
-        blank=0,
-        rnnt_type="regular",
-        delay_penalty=0.0,
-        pad_id=-1,
-        clamp=-1.0,
-        fastemit_lambda=0.0,
-        reduction="sum_over_batch_size",
-        name="pruned_rnnt_loss",
-        dtype=None,
-    ):
+        s_range: int = 5,
+        simple_loss_scale: float = 0.5,
+        pruned_loss_scale: float = 1.0,
+        lm_only_scale: float = 0.25,
+        am_only_scale: float = 0.0,
+        blank: int = 0,
+        rnnt_type: str = "regular",
+        delay_penalty: float = 0.0,
+        pad_id: int = -1,
+        clamp: float = -1.0,
+        fastemit_lambda: float = 0.0,
+        reduction: str | None = "sum_over_batch_size",
+        name: str = "pruned_rnnt_loss",
+        dtype: str | keras.DTypePolicy | None = None,
+    ) -> None:
         super().__init__(
             blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
         )
@@ -476,7 +515,9 @@ class PrunedRnntLoss(_TransducerLoss):
             "fastemit_lambda", fastemit_lambda, minimum=0.0
         )
 
-    def components(self, y_true, y_pred):
+    def components(
+        self, y_true: TensorLike, y_pred: Mapping[str, Any]
+    ) -> dict[str, tf.Tensor]:
         """{"simple": [B], "pruned": [B]}: the two unweighted losses."""
         if not isinstance(y_pred, Mapping):
             raise ValueError(
@@ -546,14 +587,14 @@ class PrunedRnntLoss(_TransducerLoss):
         )
         return {"simple": simple, "pruned": tf.cast(pruned, simple.dtype)}
 
-    def _per_utterance(self, y_true, y_pred):
+    def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
         parts = self.components(y_true, y_pred)
         return (
             self.simple_loss_scale * parts["simple"]
             + self.pruned_loss_scale * parts["pruned"]
         )
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             s_range=self.s_range,
@@ -590,14 +631,14 @@ class RecognitionLatticeLoss(_LabelSequenceLoss):
 
     def __init__(
         self,
-        pad_id=-1,
-        reduction="sum_over_batch_size",
-        name="lattice_loss",
-        dtype=None,
-    ):
+        pad_id: int = -1,
+        reduction: str | None = "sum_over_batch_size",
+        name: str = "lattice_loss",
+        dtype: str | keras.DTypePolicy | None = None,
+    ) -> None:
         super().__init__(pad_id, reduction, name, dtype)
 
-    def _per_utterance(self, y_true, y_pred):
+    def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
         if not isinstance(y_pred, Mapping) or any(k not in y_pred for k in self._KEYS):
             raise ValueError(
                 f"y_pred must be a mapping with keys {self._KEYS} (and optionally "
@@ -650,13 +691,13 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
 
     def __init__(
         self,
-        transducer_max_width,
-        e_symbol_index,
-        pad_id=-1,
-        reduction="sum_over_batch_size",
-        name="neural_transducer_loss",
-        dtype=None,
-    ):
+        transducer_max_width: int,
+        e_symbol_index: int,
+        pad_id: int = -1,
+        reduction: str | None = "sum_over_batch_size",
+        name: str = "neural_transducer_loss",
+        dtype: str | keras.DTypePolicy | None = None,
+    ) -> None:
         super().__init__(pad_id, reduction, name, dtype)
         if not isinstance(e_symbol_index, int) or e_symbol_index < 0:
             raise ValueError(
@@ -674,10 +715,14 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
         self.transducer_max_width = transducer_max_width
         self.e_symbol_index = e_symbol_index
 
-    def aligned(self, y_true, y_pred):
-        """The best alignment: {"log_probs" [B, NB, W] of the aligned outputs,
-        "targets" [B, NB, W], "positions" [B, NB, W] (labels before each
-        output), "mask" [B, NB, W], "counts" [B, NB], "feasible" [B]}.
+    def aligned(
+        self, y_true: TensorLike, y_pred: Mapping[str, Any]
+    ) -> dict[str, tf.Tensor]:
+        """The best alignment of y_true to y_pred's blocks, as a dict of tensors.
+
+        {"log_probs" [B, NB, W] of the aligned outputs, "targets" [B, NB, W],
+        "positions" [B, NB, W] (labels before each output), "mask" [B, NB, W],
+        "counts" [B, NB], "feasible" [B]}.
 
         A y_pred that already holds it under "aligned" (from an earlier
         call on the same y_true and logits) is not searched again.
@@ -733,14 +778,18 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
             feasible=feasible,
         )
 
-    def _per_utterance(self, y_true, y_pred):
+    def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
         out = self.aligned(y_true, y_pred)
         return -tf.reduce_sum(tf.where(out["mask"], out["log_probs"], 0.0), axis=[1, 2])
 
-    def errors(self, y_true, y_pred):
-        """(edit distances [B], aligned outputs [B]) between the argmax outputs
-        and the aligned targets (<e> included), at the aligned outputs: the
-        Neural Transducer's frame error."""
+    def errors(
+        self, y_true: TensorLike, y_pred: Mapping[str, Any]
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Frame errors: (edit distances [B], aligned outputs [B]).
+
+        The Neural Transducer's frame error: the distances between the argmax
+        outputs and the aligned targets (<e> included), at the aligned outputs.
+        """
         out = self.aligned(y_true, y_pred)
         rows = nt_ops.aligned_rows(
             tf.convert_to_tensor(y_pred["logits"]), out["positions"]
@@ -753,7 +802,7 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
         distance = nt_ops.edit_distance(hyp, count, ref, count)
         return distance, tf.cast(count, tf.float32)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             transducer_max_width=self.transducer_max_width,

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Command lines (absl apps): `python -m tf_transducer.cli.deepspeech --help`,
+"""Command lines (absl apps) over the library.
+
+`python -m tf_transducer.cli.deepspeech --help`,
 `python -m tf_transducer.cli.transducer --help`.
 
 `--help` lists each command line's own flags, grouped; `--helpfull` adds
@@ -23,8 +25,10 @@ def flag_group(name):
 
 
 def define(kind, name, *args, **kwargs):
-    """Defines an absl flag unless a sibling command line already did, and
-    lists it in the calling command line's --help (under its `flag_group`).
+    """Defines an absl flag and lists it in the calling command line's --help.
+
+    The flag is defined unless a sibling command line already did; it is
+    listed under the caller's current `flag_group`.
 
     The DeepSpeech and transducer command lines share flag names
     (--train_files, --checkpoint_dir, ...); both modules can then be imported
@@ -73,8 +77,10 @@ def help_text(module, doc):
 
 
 def run(main):
-    """app.run(main), with a --help that lists the caller's own flags, and
-    TensorFlow's informational log lines off unless --verbosity is given."""
+    """app.run(main), with a --help that lists the caller's own flags.
+
+    TensorFlow's informational log lines are off unless --verbosity is given.
+    """
     caller = sys._getframe(1).f_globals
     if any(arg in HELP_ARGS for arg in sys.argv[1:]):
         print(help_text(caller["__name__"], caller.get("__doc__")))

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""DeepSpeech on Keras 3: train, test, export and transcribe, with DeepSpeech's flags.
+r"""DeepSpeech on Keras 3: train, test, export and transcribe, with DeepSpeech's flags.
 
 What runs depends on the flags given, in this order (as in DeepSpeech):
 
@@ -16,12 +16,12 @@ What runs depends on the flags given, in this order (as in DeepSpeech):
 Examples (the bundled spoken digits):
 
   D=tf_transducer/data/corpora/digits
-  python -m tf_transducer.cli.deepspeech --train_files $D/train.csv \\
-      --dev_files $D/dev.csv --test_files $D/test.csv --audio_sample_rate 8000 \\
+  python -m tf_transducer.cli.deepspeech --train_files $D/train.csv \
+      --dev_files $D/dev.csv --test_files $D/test.csv --audio_sample_rate 8000 \
       --n_hidden 256 --epochs 30 --checkpoint_dir runs/ds
-  python -m tf_transducer.cli.deepspeech --checkpoint_dir runs/ds \\
+  python -m tf_transducer.cli.deepspeech --checkpoint_dir runs/ds \
       --export_dir runs/ds/tflite
-  python -m tf_transducer.cli.deepspeech --export_dir runs/ds/tflite \\
+  python -m tf_transducer.cli.deepspeech --export_dir runs/ds/tflite \
       --audio_sample_rate 8000 --one_shot_infer a.wav
 
 Bad input (missing or empty manifests, a checkpoint folder without a
@@ -179,8 +179,10 @@ def _require_checkpoint_dir(why):
 
 
 def train(callbacks=()):
-    """Trains as the flags say (`deepspeech_recipe.train`); returns the
-    history of this run (None when --checkpoint_dir holds it finished).
+    """Trains as the flags say (`deepspeech_recipe.train`).
+
+    Returns the history of this run (None when --checkpoint_dir holds it
+    finished).
 
     A run interrupted before its last epoch resumes when started again with
     the same flags; other flags are refused unless --overwrite.
@@ -216,8 +218,10 @@ def train(callbacks=()):
 
 
 def load_checkpoint():
-    """(model with the best weights, alphabet) from --checkpoint_dir; the
-    feature flags, when given, must agree with the saved model."""
+    """(model with the best weights, alphabet) from --checkpoint_dir.
+
+    The feature flags, when given, must agree with the saved model.
+    """
     _require_checkpoint_dir("load a model")
     model, alphabet, saved = recipe.load_checkpoint(FLAGS.checkpoint_dir)
     config_path = os.path.join(FLAGS.checkpoint_dir, recipe.CONFIG)
@@ -264,6 +268,10 @@ def test():
 
 
 def export():
+    """Exports the checkpoint's model to --export_dir as TFLite programs.
+
+    int8 quantization calibrates on --train_files audio.
+    """
     from tf_transducer.export import export_deepspeech
 
     model, alphabet = load_checkpoint()
@@ -332,6 +340,10 @@ def transcribe():
 
 
 def main(argv):
+    """Trains, tests, exports and transcribes, as the flags given ask, in order.
+
+    Bad input ends with a message and exit code 1.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not (

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A cluster of training workers on this machine (for trying multi-worker
-training, and for tests): picks free ports, gives each worker its TF_CONFIG,
-and returns the chief's exit code.
+r"""A cluster of training workers on this machine.
 
-  python -m tf_transducer.cli.launch --workers 2 -- \\
+For trying multi-worker training, and for tests: picks free ports, gives
+each worker its TF_CONFIG, and returns the chief's exit code.
+
+  python -m tf_transducer.cli.launch --workers 2 -- \
       python -m tf_transducer.cli.transducer train --train_files a.csv ...
 
 The command after `--` runs once per worker (a leading `python` is this
@@ -78,8 +79,11 @@ def worker_command(command):
 
 
 def run_cluster(command, workers, timeout_s, grace_s, log_dir):
-    """Runs one cluster to its end; returns the chief's exit code (124 when
-    the timeout killed it, 128 + N when signal N did)."""
+    """Runs one cluster to its end; returns the chief's exit code.
+
+    The code is 124 when the timeout killed the chief, 128 + N when signal N
+    did.
+    """
     processes, logs = [], []
     try:
         for i, config in enumerate(tf_configs(workers)):
@@ -135,6 +139,11 @@ def run_cluster(command, workers, timeout_s, grace_s, log_dir):
 
 
 def main(argv):
+    """Runs the command after `--` as a cluster; exits with the chief's code.
+
+    A cluster preempted (PREEMPTED_EXIT_CODE) is restarted up to
+    --max_restarts times, unless this launcher itself was signalled.
+    """
     command = worker_command(argv[1:])
     log_dir = FLAGS.log_dir or tempfile.mkdtemp(prefix="tf_transducer_launch_")
     os.makedirs(log_dir, exist_ok=True)

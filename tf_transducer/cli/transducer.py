@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Transducers from the command line: train, evaluate, export, transcribe.
+r"""Transducers from the command line: train, evaluate, export, transcribe.
 
   T="python -m tf_transducer.cli.transducer"
   $T train --train_files a.csv --dev_files b.csv --checkpoint_dir runs/t
   $T evaluate --test_files c.csv --checkpoint_dir runs/t
-  $T export --checkpoint_dir runs/t --export_dir runs/t/tflite \\
+  $T export --checkpoint_dir runs/t --export_dir runs/t/tflite \
      [--quantization dynamic | int8]
   $T transcribe --export_dir runs/t/tflite --wav x.wav
 
@@ -97,10 +97,12 @@ define(
     "(the same configuration resumes it).",
 )
 flag_group("model")
-define("integer", "encoder_units", 256, "Encoder LSTM width.")
-define("integer", "encoder_layers", 2, "Encoder LSTMs.")
-define("integer", "stack", 3, "Frames stacked per encoder step.")
-define("enum", "predictor", "stateless", ["lstm", "stateless"], "Prediction network.")
+define("integer", "encoder_units", recipe.ENCODER_UNITS, "Encoder LSTM width.")
+define("integer", "encoder_layers", recipe.ENCODER_LAYERS, "Encoder LSTMs.")
+define("integer", "stack", recipe.STACK, "Frames stacked per encoder step.")
+define(
+    "enum", "predictor", recipe.PREDICTOR, ["lstm", "stateless"], "Prediction network."
+)
 flag_group("decoding")
 define("integer", "beam_width", 1, "1: greedy; else beam search (--beam_method).")
 define(
@@ -135,8 +137,11 @@ define(
 
 
 def saved_features(checkpoint_dir):
-    """The feature settings a checkpoint was trained with (from run.json),
-    checked against --audio_sample_rate / --n_mels when those are given."""
+    """The feature settings a checkpoint was trained with (from run.json).
+
+    They are checked against --audio_sample_rate / --n_mels when those are
+    given.
+    """
     from tf_transducer.training.run_dir import RUN_FILE
 
     features = recipe.saved_features(checkpoint_dir)
@@ -176,6 +181,10 @@ def check_flag_against(flag, saved, source):
 
 
 def main(argv):
+    """Runs the one command given (train, evaluate, export or transcribe).
+
+    Bad input ends with a message and exit code 1.
+    """
     if len(argv) != 2 or argv[1] not in COMMANDS:
         raise app.UsageError(f"give one command: {' | '.join(COMMANDS)}")
     command = argv[1]

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Audio data: manifests, decoding, text encoders, tf.data pipelines,
-waveform augmentation (`augment`), corpora."""
+"""Audio data: manifests, decoding, text encoders, pipelines, augmentation, corpora.
+
+The pipelines are `tf.data` ones; waveform augmentation is in `augment`.
+"""
 
 from tf_transducer.data.audio import (
     AudioInfo,

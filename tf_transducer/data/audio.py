@@ -21,7 +21,7 @@ from tf_transducer.data.resample import resample
 class BadAudioError(ValueError):
     """An audio file that cannot be used; the message names it and says why."""
 
-    def __init__(self, path, reason):
+    def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
@@ -29,8 +29,14 @@ class BadAudioError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class AudioInfo:
-    """sample_rate (Hz), channels, frames (samples per channel), and
-    in_graph: whether tf.audio.decode_wav reads it (16-bit PCM WAV)."""
+    """What `probe` finds out about an audio file.
+
+    Attributes:
+      sample_rate: Hz.
+      channels: the number of channels.
+      frames: samples per channel.
+      in_graph: whether tf.audio.decode_wav reads it (16-bit PCM WAV).
+    """
 
     sample_rate: int
     channels: int
@@ -38,7 +44,7 @@ class AudioInfo:
     in_graph: bool
 
     @property
-    def duration(self):
+    def duration(self) -> float:
         return self.frames / self.sample_rate
 
 
@@ -126,8 +132,9 @@ def read_audio(
     Args:
       path: any file libsndfile reads (WAV, FLAC, OGG, ...).
       sample_rate: Hz of the result; other rates are resampled.
-      offset, duration: seconds: read only that segment (the rest of the
-        file from offset when duration is None).
+      offset: seconds into the file where the segment to read starts.
+      duration: seconds of the segment (None: the rest of the file from
+        offset).
 
     Raises:
       BadAudioError: unreadable, no samples (in the segment), or samples

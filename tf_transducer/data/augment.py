@@ -25,12 +25,17 @@ import dataclasses
 import fractions
 import functools
 import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import tensorflow as tf
+from numpy.typing import ArrayLike
 
 _LN_1000 = math.log(1000.0)  # 60 dB of amplitude decay
 PITCH_STEPS = 4  # WaveAugment's pitch shifts each way
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _audio(audio, name="audio"):
@@ -61,8 +66,11 @@ def _positive_factor(value, name):
 
 
 def _sinc_resample(audio, step, taps):
-    """Samples at positions 0, step, 2 step, ... of `audio` (band-limited
-    interpolation: Hann-windowed sinc, cut off at min(1, 1/step) of Nyquist)."""
+    """Samples at positions 0, step, 2 step, ... of `audio`.
+
+    Band-limited interpolation: Hann-windowed sinc, cut off at min(1, 1/step)
+    of Nyquist.
+    """
     n = tf.shape(audio)[0]
     step = tf.cast(step, tf.float64)
     count = tf.cast(tf.math.floor(tf.cast(n - 1, tf.float64) / step), tf.int32) + 1
@@ -92,8 +100,10 @@ def _kernel(distance, cutoff, taps):
 
 @functools.lru_cache(maxsize=64)
 def _polyphase_matrix(up, down, taps):
-    """[down + 2 taps, up] float32: column k is the kernel of output phase k,
-    shifted by (k * down) // up (computed once per ratio; read-only)."""
+    """[down + 2 taps, up] float32 polyphase kernels (once per ratio; read-only).
+
+    Column k is the kernel of output phase k, shifted by (k * down) // up.
+    """
     cutoff = min(1.0, 1.0 / (down / up))
     offsets = np.arange(-taps + 1, taps + 1)
     phases = np.arange(up)[:, None] / up - offsets[None, :]
@@ -107,12 +117,14 @@ def _polyphase_matrix(up, down, taps):
 
 
 def _rational_resample(audio, up, down, taps):
-    """`_sinc_resample` at step down / up (integers), polyphase: output
-    j = b * up + k reads the input near b * down + k * down / up, so block b
+    """`_sinc_resample` at step down / up (integers), polyphase.
+
+    Output j = b * up + k reads the input near b * down + k * down / up, so block b
     of `up` outputs is frame b of the input (hop `down`) times a [width, up]
     matrix whose column k is phase k's kernel, shifted by (k * down) // up.
     (One matmul: about 5x faster on the CPU than the same filter as a
-    strided conv1d with `up` output channels.)"""
+    strided conv1d with `up` output channels.)
+    """
     kernels = _polyphase_matrix(up, down, taps)
     width = kernels.shape[0]
     n = tf.cast(tf.shape(audio)[0], tf.int64)
@@ -125,9 +137,10 @@ def _rational_resample(audio, up, down, taps):
     return tf.reshape(out, [-1])[:count]
 
 
-def speed_perturb(audio, factor, taps=16):
-    """Plays `audio` `factor` times faster, Kaldi style (sox `speed`): tempo
-    and pitch both scale by factor.
+def speed_perturb(audio: TensorLike, factor: TensorLike, taps: int = 16) -> tf.Tensor:
+    """Plays `audio` `factor` times faster, Kaldi style (sox `speed`).
+
+    Tempo and pitch both scale by factor.
 
     Args:
       audio: [N] float32.
@@ -154,8 +167,11 @@ def _hann(length):
 
 
 def _wsola_starts(padded, nominal, hop, length, search):
-    """Where each frame starts: within +-search of nominal, where it best
-    continues (cross-correlation) the frame chosen before it."""
+    """Where each frame starts: within +-search of nominal.
+
+    Each starts where it best continues (cross-correlation) the frame chosen
+    before it.
+    """
     starts = np.array(nominal, np.int32)
     if not len(starts):
         return starts
@@ -169,12 +185,20 @@ def _wsola_starts(padded, nominal, hop, length, search):
     return starts
 
 
-def time_stretch(audio, rate, sample_rate, frame_seconds=0.03, tolerance=0.5):
-    """Changes the tempo by `rate` and keeps the pitch: WSOLA (Verhelst and
-    Roelands, 1993). Hann frames are written every hop samples; each is read
-    near rate * its output position, at the offset (within tolerance * hop)
-    where it best continues the frame before it (cross-correlation), so the
-    waveform stays continuous and periodic sounds keep their period.
+def time_stretch(
+    audio: TensorLike,
+    rate: TensorLike,
+    sample_rate: float,
+    frame_seconds: float = 0.03,
+    tolerance: float = 0.5,
+) -> tf.Tensor:
+    """Changes the tempo by `rate` and keeps the pitch (WSOLA).
+
+    WSOLA: Verhelst and Roelands, 1993. Hann frames are written every hop
+    samples; each is read near rate * its output position, at the offset
+    (within tolerance * hop) where it best continues the frame before it
+    (cross-correlation), so the waveform stays continuous and periodic sounds
+    keep their period.
 
     Args:
       audio: [N] float32.
@@ -222,10 +246,12 @@ def time_stretch(audio, rate, sample_rate, frame_seconds=0.03, tolerance=0.5):
     return tf.pad(stretched, [[0, missing]])[:out_length]
 
 
-def pitch_shift(audio, semitones, sample_rate):
-    """Raises the pitch by `semitones` (negative lowers it) and keeps the
-    length and timing: `speed_perturb` by 2^(semitones/12), then
-    `time_stretch` back.
+def pitch_shift(
+    audio: TensorLike, semitones: TensorLike, sample_rate: float
+) -> tf.Tensor:
+    """Raises the pitch by `semitones` (negative lowers it), keeping length and timing.
+
+    `speed_perturb` by 2^(semitones/12), then `time_stretch` back.
 
     Returns:
       [N] float32.
@@ -245,7 +271,7 @@ def pitch_shift(audio, semitones, sample_rate):
     return back[:n]
 
 
-def add_noise(audio, noise, snr_db):
+def add_noise(audio: TensorLike, noise: TensorLike, snr_db: TensorLike) -> tf.Tensor:
     """audio + noise scaled so that the ratio of their mean powers is snr_db.
 
     Args:
@@ -266,9 +292,14 @@ def add_noise(audio, noise, snr_db):
     return audio + scale * noise
 
 
-def coloured_noise(length, exponent, seed):
-    """Gaussian noise whose power falls as 1 / f^exponent: 0 white, 1 pink,
-    2 brown. Returns [length] float32 of unit mean power."""
+def coloured_noise(
+    length: TensorLike, exponent: TensorLike, seed: TensorLike
+) -> tf.Tensor:
+    """Gaussian noise whose power falls as 1 / f^exponent: 0 white, 1 pink, 2 brown.
+
+    Returns:
+      [length] float32 of unit mean power.
+    """
     white = tf.random.stateless_normal([length], seed)
     if isinstance(exponent, (int, float)) and exponent == 0:
         return white
@@ -282,9 +313,11 @@ def coloured_noise(length, exponent, seed):
     return shaped / tf.sqrt(tf.maximum(tf.reduce_mean(tf.square(shaped)), 1e-30))
 
 
-def babble_noise(bank, length, seed):
-    """[length] float32 of babble: a random row of `bank` [K, S] (see
-    `make_babble_bank`) from a random start, repeated as needed."""
+def babble_noise(bank: TensorLike, length: TensorLike, seed: TensorLike) -> tf.Tensor:
+    """[length] float32 of babble from a bank that `make_babble_bank` made.
+
+    A random row of `bank` [K, S] from a random start, repeated as needed.
+    """
     bank = tf.convert_to_tensor(bank, tf.float32)
     k, s = tf.shape(bank)[0], tf.shape(bank)[1]
     picks = tf.random.stateless_uniform([2], seed, 0, 2**30, dtype=tf.int32)
@@ -294,8 +327,14 @@ def babble_noise(bank, length, seed):
     return tf.gather(row, index)
 
 
-def make_babble_bank(audios, count=16, seconds=4.0, talkers=(3, 6), sample_rate=8000,
-                     seed=0):  # fmt: skip
+def make_babble_bank(
+    audios: Sequence[np.ndarray],
+    count: int = 16,
+    seconds: float = 4.0,
+    talkers: tuple[int, int] = (3, 6),
+    sample_rate: int = 8000,
+    seed: int = 0,
+) -> np.ndarray:
     """Babble made of other utterances, as a numpy array [count, samples].
 
     Each row sums `talkers` (a (min, max) range) utterances picked at random,
@@ -304,6 +343,14 @@ def make_babble_bank(audios, count=16, seconds=4.0, talkers=(3, 6), sample_rate=
 
     Args:
       audios: a list of [n] float arrays (other utterances of the corpus).
+      count: rows of the bank.
+      seconds: the length of each row.
+      talkers: (min, max) utterances summed in a row.
+      sample_rate: Hz of audios.
+      seed: of the numpy random generator.
+
+    Returns:
+      float32 [count, round(seconds * sample_rate)], each row of unit power.
     """
     audios = [np.asarray(a, np.float64) for a in audios if len(a) > 0]
     if not audios:
@@ -325,20 +372,24 @@ def make_babble_bank(audios, count=16, seconds=4.0, talkers=(3, 6), sample_rate=
     return bank.astype(np.float32)
 
 
-def gain(audio, db):
+def gain(audio: TensorLike, db: TensorLike) -> tf.Tensor:
     """audio * 10^(db / 20)."""
     return _audio(audio) * tf.pow(10.0, tf.cast(db, tf.float32) / 20.0)
 
 
-def dc_offset(audio, offset):
+def dc_offset(audio: TensorLike, offset: TensorLike) -> tf.Tensor:
     """audio + offset (a constant, as a bad microphone input adds)."""
     return _audio(audio) + tf.cast(offset, tf.float32)
 
 
-def synthetic_rir(rt60, sample_rate, seed, max_seconds=0.6):
-    """A room impulse response: the direct path (1.0 at sample 0), then
-    Gaussian noise decaying by 60 dB in rt60 seconds (the reverberant
-    tail, starting after 2 ms), cut at min(rt60, max_seconds).
+def synthetic_rir(
+    rt60: TensorLike, sample_rate: float, seed: TensorLike, max_seconds: float = 0.6
+) -> tf.Tensor:
+    """A synthetic room impulse response: a direct path, then a decaying tail.
+
+    The direct path is 1.0 at sample 0; then comes Gaussian noise decaying by
+    60 dB in rt60 seconds (the reverberant tail, starting after 2 ms), cut at
+    min(rt60, max_seconds).
 
     Returns:
       [taps] float32 with taps = round(min(rt60, max_seconds) * sample_rate) + 1.
@@ -352,9 +403,12 @@ def synthetic_rir(rt60, sample_rate, seed, max_seconds=0.6):
     return tf.concat([[1.0], tail[1:]], 0)
 
 
-def reverberate(audio, rir):
-    """audio convolved with rir [taps] (FFT), cut to N samples and scaled to
-    audio's mean power: the direct path stays where the speech was."""
+def reverberate(audio: TensorLike, rir: TensorLike) -> tf.Tensor:
+    """audio convolved with rir [taps] (FFT), cut to N samples, at audio's power.
+
+    It is scaled to audio's mean power; the direct path stays where the speech
+    was.
+    """
     audio, rir = _audio(audio), _audio(rir, "rir")
     n, taps = tf.shape(audio)[0], tf.shape(rir)[0]
     size = tf.cast(
@@ -372,9 +426,17 @@ def reverberate(audio, rir):
     return wet * scale
 
 
-def telephone(audio, sample_rate, low_hz=300.0, high_hz=3400.0, mu_law=True):
-    """A telephone channel: band-pass low_hz..high_hz (100 Hz raised-cosine
-    edges, zero phase), then 8-bit mu-law (G.711) coding when mu_law.
+def telephone(
+    audio: TensorLike,
+    sample_rate: float,
+    low_hz: float = 300.0,
+    high_hz: float = 3400.0,
+    mu_law: bool = True,
+) -> tf.Tensor:
+    """A telephone channel: band-pass low_hz..high_hz, then mu-law coding.
+
+    The band-pass has 100 Hz raised-cosine edges and zero phase; the coding
+    is 8-bit mu-law (G.711), when mu_law.
 
     Returns:
       [N] float32 (clipped to [-1, 1] when mu_law).
@@ -409,10 +471,11 @@ def telephone(audio, sample_rate, low_hz=300.0, high_hz=3400.0, mu_law=True):
 
 @dataclasses.dataclass(frozen=True)
 class WaveAugment:
-    """A random chain of waveform augmentations, applied in this order:
-    speed, pitch, tempo, reverberation, telephone channel, noise, gain, DC
-    offset. Each step happens with its probability (`*_prob`); its strength
-    is drawn uniformly from its range.
+    """A random chain of waveform augmentations, each with its probability.
+
+    They are applied in this order: speed, pitch, tempo, reverberation,
+    telephone channel, noise, gain, DC offset. Each step happens with its
+    probability (`*_prob`); its strength is drawn uniformly from its range.
 
     Attributes:
       sample_rate: Hz of the audio.
@@ -445,6 +508,12 @@ class WaveAugment:
     dc_prob: float = 0.2
     dc_max: float = 0.02
     babble: object = dataclasses.field(default=None, compare=False, repr=False)
+    if TYPE_CHECKING:
+        # Set by __post_init__. Declared for type checkers only: at run time
+        # it is no field (get_config and comparisons do not see it).
+        _traced: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] = dataclasses.field(
+            init=False
+        )
 
     def __post_init__(self):
         if not isinstance(self.sample_rate, int) or self.sample_rate <= 0:
@@ -496,19 +565,23 @@ class WaveAugment:
         )
         object.__setattr__(self, "_traced", traced)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The parameters (not the babble bank) as a JSON-able dict."""
         config = dataclasses.asdict(self)
         config.pop("babble")
         return {k: list(v) if isinstance(v, tuple) else v for k, v in config.items()}
 
     @classmethod
-    def from_config(cls, config, babble=None):
+    def from_config(
+        cls, config: Mapping[str, Any], babble: ArrayLike | None = None
+    ) -> "WaveAugment":
         return cls(**config, babble=babble)
 
-    def __call__(self, audio, seed):
+    def __call__(self, audio: TensorLike, seed: TensorLike) -> tf.Tensor:
         """One augmented copy of audio [N] float32; seed: [2] int tensor.
-        The length changes with speed and tempo (N / factor)."""
+
+        The length changes with speed and tempo (N / factor).
+        """
         audio = _audio(audio)
         seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
         if seed.shape.rank is not None and seed.shape.as_list() != [2]:
@@ -610,9 +683,16 @@ class WaveAugment:
         )
 
 
-def augment_batch(augment, audio, lengths, seed):
-    """A padded batch through `augment` (e.g. a `WaveAugment`), utterance by
-    utterance: padding is never augmented and stays zero.
+def augment_batch(
+    augment: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+    audio: TensorLike,
+    lengths: TensorLike,
+    seed: TensorLike,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """A padded batch through `augment` (e.g. a `WaveAugment`), row by row.
+
+    Each utterance is augmented alone: padding is never augmented and stays
+    zero.
 
     Args:
       augment: callable (audio [n], seed [2]) -> audio [m].

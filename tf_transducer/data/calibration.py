@@ -1,13 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """Representative audio for full-integer (int8) quantisation of exports."""
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tf_transducer.data.audio import read_audio
 from tf_transducer.data.manifest import read_manifest
 
 
-def calibration_audio(manifests, sample_rate, count=200):
+def calibration_audio(
+    manifests: str | Sequence[str], sample_rate: int, count: int = 200
+) -> list[np.ndarray]:
     """`count` utterances spread evenly over manifests, as float32 signals.
 
     What `export_transducer` / `export_deepspeech(..., quantization="int8",

@@ -46,7 +46,7 @@ def _resolve(folder, path):
 class _Lines:
     """The lines of a UTF-8 text file, with errors that name file and line."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.path = path
         self.number = 0
 

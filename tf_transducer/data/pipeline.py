@@ -4,6 +4,8 @@
 import bisect
 import math
 import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import tensorflow as tf
@@ -11,7 +13,12 @@ from absl import logging
 
 from tf_transducer.data.audio import BadAudioError, decode_wav, probe, read_audio
 from tf_transducer.data.manifest import Utterance, read_manifest
-from tf_transducer.data.text import PAD_ID
+from tf_transducer.data.text import PAD_ID, TextEncoder
+
+# (audio [n], seed [2] int64) -> augmented audio [m], e.g. a WaveAugment.
+Augment: TypeAlias = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+# Bucket boundaries in seconds, "auto", or None (no buckets).
+BucketBoundaries: TypeAlias = Sequence[float] | str | None
 
 
 class SpeechDataset:
@@ -46,15 +53,16 @@ class SpeechDataset:
 
     def __init__(
         self,
-        manifest,
-        text_encoder,
-        sample_rate=16000,
-        features=None,
-        max_duration=None,
-        max_label_length=None,
-        skip_bad=False,
-        item_check=None,
-    ):
+        manifest: str | Iterable[Utterance],
+        text_encoder: TextEncoder,
+        sample_rate: int = 16000,
+        features: Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
+        | None = None,
+        max_duration: float | None = None,
+        max_label_length: int | None = None,
+        skip_bad: bool = False,
+        item_check: Callable[[list[int], float], str | None] | None = None,
+    ) -> None:
         if not isinstance(sample_rate, int) or sample_rate <= 0:
             raise ValueError(f"sample_rate must be a positive int, got {sample_rate!r}")
         feature_rate = getattr(features, "sample_rate", sample_rate)
@@ -73,14 +81,18 @@ class SpeechDataset:
         self.sample_rate = sample_rate
         self.features = features
         self.skip_bad = skip_bad
-        self.skipped = []  # (path, reason)
+        self.skipped: list[tuple[str, str]] = []  # (path, reason)
         self.filtered = 0
-        self.epoch_reports = []
-        self._late_skips = []
+        self.epoch_reports: list[dict[str, Any]] = []
+        self._late_skips: list[tuple[str, str]] = []
         self._lock = threading.Lock()
-        self._paths, self._labels, self._transcripts = [], [], []
-        self._in_graph, self._durations, self._segments = [], [], []
-        self._samples = []  # what decoding each item gives, at sample_rate
+        self._paths: list[str] = []
+        self._labels: list[list[int]] = []
+        self._transcripts: list[str] = []
+        self._in_graph: list[bool] = []
+        self._durations: list[float] = []
+        self._segments: list[tuple[float, float]] = []
+        self._samples: list[int] = []  # what decoding each item gives, at sample_rate
         for utterance in utterances:
             try:
                 info, labels = self._check(utterance, text_encoder)
@@ -137,26 +149,26 @@ class SpeechDataset:
             )
         self.skipped.append((utterance.path, reason))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._paths)
 
     @property
-    def durations(self):
+    def durations(self) -> list[float]:
         """Seconds of audio of each kept utterance."""
         return list(self._durations)
 
     @property
-    def paths(self):
+    def paths(self) -> list[str]:
         """Audio file of each kept utterance."""
         return list(self._paths)
 
     @property
-    def labels(self):
+    def labels(self) -> list[list[int]]:
         """Label ids of each kept utterance."""
         return [list(labels) for labels in self._labels]
 
     @property
-    def transcripts(self):
+    def transcripts(self) -> list[str]:
         """Transcript of each kept utterance."""
         return list(self._transcripts)
 
@@ -254,14 +266,14 @@ class SpeechDataset:
 
     def dataset(
         self,
-        batch_size,
-        shuffle=True,
-        seed=None,
-        bucket_boundaries=None,
-        cache=None,
-        drop_remainder=False,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        augment=None,
+        batch_size: int,
+        shuffle: bool = True,
+        seed: int | None = None,
+        bucket_boundaries: BucketBoundaries = None,
+        cache: str | None = None,
+        drop_remainder: bool = False,
+        num_parallel_calls: int = tf.data.AUTOTUNE,
+        augment: Augment | None = None,
     ) -> tf.data.Dataset:
         """Padded batches of dicts.
 
@@ -318,14 +330,14 @@ class SpeechDataset:
 
     def epochs(
         self,
-        batch_size,
-        seed,
-        first_epoch,
-        end_epoch,
-        batches_per_epoch,
-        bucket_boundaries=None,
-        augment=None,
-        num_parallel_calls=tf.data.AUTOTUNE,
+        batch_size: int,
+        seed: int,
+        first_epoch: int,
+        end_epoch: int,
+        batches_per_epoch: int,
+        bucket_boundaries: BucketBoundaries = None,
+        augment: Augment | None = None,
+        num_parallel_calls: int = tf.data.AUTOTUNE,
     ) -> tf.data.Dataset:
         """The batches of epochs first_epoch .. end_epoch - 1 as one pipeline.
 
@@ -340,11 +352,14 @@ class SpeechDataset:
         Args:
           batch_size: utterances per batch.
           seed: int; with the epoch, the order and augmentation.
-          first_epoch, end_epoch: ints, first_epoch < end_epoch.
+          first_epoch: the first epoch, an int >= 0.
+          end_epoch: the epoch after the last, an int above first_epoch.
           batches_per_epoch: each epoch gives exactly this many batches (its
             first ones again if it holds fewer), so that epochs follow each
             other at fixed steps.
-          bucket_boundaries, augment, num_parallel_calls: as in `dataset`.
+          bucket_boundaries: as in `dataset`.
+          augment: as in `dataset`.
+          num_parallel_calls: as in `dataset`.
         """
         _check_batch_and_augment(batch_size, augment)
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -379,8 +394,10 @@ class SpeechDataset:
         return self._finish(epochs.flat_map(one_epoch))
 
     def _pass(self, indices, augment, augment_seed, num_parallel_calls):
-        """Indices -> decoded (augmented) elements with features, the bad
-        ones dropped (and, with skip_bad or filters, a report at the end)."""
+        """Indices -> decoded (augmented) elements with features, bad ones dropped.
+
+        With skip_bad or filters, a report comes at the end.
+        """
         paths = tf.constant(self._paths)
         labels = tf.ragged.constant(self._labels, dtype=tf.int32, ragged_rank=1)
         in_graph = tf.constant(self._in_graph)
@@ -432,9 +449,16 @@ class SpeechDataset:
             )
         return [max(1, int(round(s * self.sample_rate))) for s in seconds]
 
-    def num_batches(self, batch_size, bucket_boundaries=None, drop_remainder=False):
-        """Batches in one epoch of `dataset(batch_size, ...)` (when no item
-        fails to decode)."""
+    def num_batches(
+        self,
+        batch_size: int,
+        bucket_boundaries: BucketBoundaries = None,
+        drop_remainder: bool = False,
+    ) -> int:
+        """Batches in one epoch of `dataset(batch_size, ...)`.
+
+        Counted as if no item fails to decode.
+        """
         bounds = self._bucket_bounds(bucket_boundaries)
         counts = np.bincount(
             [bisect.bisect_right(bounds or [], n) for n in self._samples if n > 0],

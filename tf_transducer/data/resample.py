@@ -33,7 +33,8 @@ def resample(
 
     Args:
       audio: float [N] or [N, C] samples.
-      rate_in, rate_out: sample rates, positive ints.
+      rate_in: the sample rate of audio, a positive int.
+      rate_out: the sample rate of the result, a positive int.
       zero_crossings: sinc zero crossings on each side of the filter.
       rolloff: pass band, as a fraction of the lower Nyquist frequency.
       beta: Kaiser window shape (8.6: about 80 dB stop-band attenuation).

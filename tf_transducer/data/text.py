@@ -11,7 +11,8 @@ import base64
 import collections
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 from tf_transducer._optional import require
 
@@ -29,7 +30,7 @@ class CharacterAlphabet:
         counted in `dropped` (character -> count).
     """
 
-    def __init__(self, characters: Sequence[str], drop_unknown: bool = False):
+    def __init__(self, characters: Sequence[str], drop_unknown: bool = False) -> None:
         characters = list(characters)
         if not characters:
             raise ValueError("characters must not be empty")
@@ -41,7 +42,7 @@ class CharacterAlphabet:
             raise ValueError(f"characters repeat: {repeated}")
         self.characters = characters
         self.drop_unknown = drop_unknown
-        self.dropped = collections.Counter()
+        self.dropped: collections.Counter[str] = collections.Counter()
         self._ids = {c: i + 1 for i, c in enumerate(characters)}
 
     @classmethod
@@ -51,10 +52,10 @@ class CharacterAlphabet:
 
     @classmethod
     def from_file(cls, path: str, drop_unknown: bool = False) -> "CharacterAlphabet":
-        """Reads a DeepSpeech alphabet file.
+        r"""Reads a DeepSpeech alphabet file.
 
         UTF-8, one symbol per line; a line starting with '#' is a comment,
-        and '\\#' stands for the '#' character itself.
+        and '\#' stands for the '#' character itself.
         """
         symbols = []
         with open(path, encoding="utf-8") as f:
@@ -116,18 +117,18 @@ class CharacterAlphabet:
             out.append(self.characters[i - 1])
         return "".join(out)
 
-    def get_config(self) -> dict:
+    def get_config(self) -> dict[str, Any]:
         return {
             "characters": "".join(self.characters),
             "drop_unknown": self.drop_unknown,
         }
 
     @classmethod
-    def from_config(cls, config: dict) -> "CharacterAlphabet":
+    def from_config(cls, config: Mapping[str, Any]) -> "CharacterAlphabet":
         return cls(list(config["characters"]), config.get("drop_unknown", False))
 
 
-def _check_word_delimiter(value):
+def _check_word_delimiter(value: object) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"word_delimiter must be a bool, got {value!r}")
 
@@ -147,7 +148,7 @@ class SubwordEncoder:
     network's context is the same after either word.
     """
 
-    def __init__(self, model_proto: bytes, word_delimiter: bool = False):
+    def __init__(self, model_proto: bytes, word_delimiter: bool = False) -> None:
         spm = require("sentencepiece")
 
         _check_word_delimiter(word_delimiter)
@@ -160,7 +161,9 @@ class SubwordEncoder:
                 f"for the blank; its pad id is {self._sp.pad_id()}"
             )
         # The delimiter's id, or None: one past the pieces.
-        self._delimiter = self._sp.get_piece_size() if word_delimiter else None
+        self._delimiter: int | None = (
+            self._sp.get_piece_size() if word_delimiter else None
+        )
 
     @classmethod
     def train(
@@ -234,49 +237,61 @@ class SubwordEncoder:
         return self._sp.get_piece_size() + int(self.word_delimiter)
 
     def encode(self, text: str) -> list[int]:
-        if not self.word_delimiter:
+        delimiter = self._delimiter  # None unless word_delimiter
+        if delimiter is None:
             return list(self._sp.encode(text))
         ids: list[int] = []
         for word in text.split():
             if ids:
-                ids.append(self._delimiter)
+                ids.append(delimiter)
             ids.extend(self._sp.encode(word))
         return ids
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of ids; blanks, padding (ids <= 0) and delimiters are
-        skipped."""
+        """The text of ids; blanks, padding (ids <= 0) and delimiters are skipped."""
         ids = [int(i) for i in ids]
         top = self.vocab_size - 1
         if ids and max(ids) > top:
             raise ValueError(f"id {max(ids)} is outside the vocabulary (0..{top})")
         return self._sp.decode([i for i in ids if 0 < i != self._delimiter])
 
-    def get_config(self) -> dict:
-        config = {"model_proto": base64.b64encode(self.model_proto).decode("ascii")}
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            "model_proto": base64.b64encode(self.model_proto).decode("ascii")
+        }
         if self.word_delimiter:
             config["word_delimiter"] = True
         return config
 
     @classmethod
-    def from_config(cls, config: dict) -> "SubwordEncoder":
+    def from_config(cls, config: Mapping[str, Any]) -> "SubwordEncoder":
         return cls(
             base64.b64decode(config["model_proto"]),
             config.get("word_delimiter", False),
         )
 
 
-def save_text_encoder_json(encoder, path: str) -> None:
-    """Writes a CharacterAlphabet / SubwordEncoder as JSON ({"kind",
-    "config"}; what `load_text_encoder_json` reads), atomically."""
+# What `load_text_encoder` and `load_text_encoder_json` give.
+TextEncoder: TypeAlias = CharacterAlphabet | SubwordEncoder
+
+
+def save_text_encoder_json(encoder: TextEncoder, path: str) -> None:
+    """Writes a CharacterAlphabet / SubwordEncoder as JSON, atomically.
+
+    The file holds {"kind", "config"}: what `load_text_encoder_json` reads.
+    """
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         json.dump({"kind": type(encoder).__name__, "config": encoder.get_config()}, f)
     os.replace(path + ".tmp", path)
 
 
-def load_text_encoder_json(path: str):
-    """The CharacterAlphabet / SubwordEncoder `save_text_encoder_json` wrote;
-    a ValueError names the file and what is wrong with it."""
+def load_text_encoder_json(path: str) -> TextEncoder:
+    """The CharacterAlphabet / SubwordEncoder `save_text_encoder_json` wrote.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: naming the file and what is wrong with it.
+    """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such text encoder file")
     try:
@@ -284,7 +299,10 @@ def load_text_encoder_json(path: str):
             saved = json.load(f)
     except (ValueError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a JSON text encoder ({error})") from None
-    kinds = {"CharacterAlphabet": CharacterAlphabet, "SubwordEncoder": SubwordEncoder}
+    kinds: dict[str, type[CharacterAlphabet] | type[SubwordEncoder]] = {
+        "CharacterAlphabet": CharacterAlphabet,
+        "SubwordEncoder": SubwordEncoder,
+    }
     if not isinstance(saved, dict) or saved.get("kind") not in kinds:
         kind = saved.get("kind") if isinstance(saved, dict) else saved
         raise ValueError(f"{path}: unknown text encoder {kind!r}")
@@ -294,7 +312,7 @@ def load_text_encoder_json(path: str):
         raise ValueError(f"{path}: bad {saved['kind']} config ({error})") from None
 
 
-def load_text_encoder(path: str):
+def load_text_encoder(path: str) -> TextEncoder:
     """A CharacterAlphabet (alphabet file) or SubwordEncoder (.model file)."""
     if os.path.splitext(path)[1] == ".model":
         return SubwordEncoder.load(path)

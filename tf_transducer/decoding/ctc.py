@@ -8,21 +8,27 @@ ids (no blanks, repeats merged).
 
 import functools
 import math
+from typing import TypeAlias
 
 import numpy as np
+import tensorflow as tf
 
 from tf_transducer.decoding._numeric import log_add, log_softmax
-from tf_transducer.decoding.lm import LmContext
+from tf_transducer.decoding.lm import LmContext, WordScorer
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
-def _lengths(logits, lengths):
+def _lengths(logits: TensorLike, lengths: TensorLike | None) -> list[int]:
     B, T = np.shape(logits)[:2]
     if lengths is None:
         return [T] * B
     return [int(n) for n in np.asarray(lengths).reshape(-1)]
 
 
-def ctc_greedy_decode(logits, lengths=None, blank=0):
+def ctc_greedy_decode(
+    logits: TensorLike, lengths: TensorLike | None = None, blank: int = 0
+) -> list[list[int]]:
     """Best path per utterance: argmax per frame, repeats merged, blanks removed.
 
     Args:
@@ -36,7 +42,8 @@ def ctc_greedy_decode(logits, lengths=None, blank=0):
     best = np.argmax(np.asarray(logits), axis=-1)  # [B, T]
     out = []
     for b, n in enumerate(_lengths(logits, lengths)):
-        labels, previous = [], None
+        labels: list[int] = []
+        previous = None
         for k in best[b, :n]:
             k = int(k)
             if k != previous and k != blank:
@@ -47,29 +54,32 @@ def ctc_greedy_decode(logits, lengths=None, blank=0):
 
 
 class _Beam:
-    """One search state: a prefix and whether its alignments end in a blank,
-    their total log-probability, and the prefix's language-model state."""
+    """One search state of the CTC prefix beam search.
+
+    The state is a prefix and whether its alignments end in a blank; a _Beam
+    holds their total log-probability and the prefix's language-model state.
+    """
 
     __slots__ = ("score", "lm")
 
-    def __init__(self, lm):
+    def __init__(self, lm: LmContext) -> None:
         self.score = -math.inf
         self.lm = lm
 
-    def child(self):
+    def child(self) -> "_Beam":
         return _Beam(self.lm.copy())
 
 
 def ctc_beam_search(
-    logits,
-    lengths=None,
-    beam_width=16,
-    blank=0,
-    scorer=None,
-    alpha=0.75,
-    beta=1.85,
-    cutoff_top_n=40,
-):
+    logits: TensorLike,
+    lengths: TensorLike | None = None,
+    beam_width: int = 16,
+    blank: int = 0,
+    scorer: WordScorer | None = None,
+    alpha: float = 0.75,
+    beta: float = 1.85,
+    cutoff_top_n: int = 40,
+) -> list[list[int]]:
     """CTC prefix beam search, batched over utterances, with optional LM fusion.
 
     The search states are (prefix, whether the alignment ends in a blank),
@@ -92,7 +102,8 @@ def ctc_beam_search(
       beam_width: states kept.
       blank: the blank class.
       scorer: optional `WordScorer` (see tf_transducer.decoding.lm).
-      alpha, beta: LM weight and word insertion bonus (DeepSpeech's names).
+      alpha: the LM weight (DeepSpeech's name).
+      beta: the word insertion bonus (DeepSpeech's name).
       cutoff_top_n: labels tried per frame.
 
     Returns:

@@ -10,31 +10,50 @@ With a beam wide enough to keep everything this is the most probable label
 sequence, its probability summed over alignments.
 """
 
+from typing import TYPE_CHECKING, Any, TypeAlias
+
 import numpy as np
 import tensorflow as tf
 
 from tf_transducer.decoding._numeric import log_softmax
 
+if TYPE_CHECKING:
+    from tf_transducer.layers import NeuralTransducer
 
-def _merge(table, labels, score, state):
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+
+def _merge(
+    table: dict[tuple[int, ...], tuple[float, Any]],
+    labels: tuple[int, ...],
+    score: float,
+    state: Any,
+) -> None:
     if labels in table:
         table[labels] = (np.logaddexp(table[labels][0], score), state)
     else:
         table[labels] = (score, state)
 
 
-def neural_transducer_greedy_decode(layer, encoder, encoder_lengths):
-    """B label lists: block-by-block greedy decoding with a NeuralTransducer
-    layer (its `step`: each block's best output until <e>), eagerly.
+def neural_transducer_greedy_decode(
+    layer: "NeuralTransducer", encoder: TensorLike, encoder_lengths: TensorLike
+) -> list[list[int]]:
+    """Block-by-block greedy decoding with a NeuralTransducer layer, eagerly.
+
+    Each block gives the layer's `step`: its best output until <e>.
 
     Args:
       layer: the `tf_transducer.layers.NeuralTransducer`.
-      encoder: float [B, T, D] encoder frames; encoder_lengths: int [B].
+      encoder: float [B, T, D] encoder frames.
+      encoder_lengths: int [B] valid frames.
+
+    Returns:
+      B label lists.
     """
     frames, mask, _ = layer.blocks(encoder, encoder_lengths)
     state = layer.initial_state(encoder, encoder_lengths)
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=2)  # [B, NB]
-    hyps = [[] for _ in range(int(tf.shape(encoder)[0]))]
+    hyps: list[list[int]] = [[] for _ in range(int(tf.shape(encoder)[0]))]
     for k in range(int(tf.shape(frames)[1])):
         labels, _, state = layer.step(frames[:, k], lengths[:, k], state)
         for b, row in enumerate(np.asarray(labels)):
@@ -42,13 +61,22 @@ def neural_transducer_greedy_decode(layer, encoder, encoder_lengths):
     return hyps
 
 
-def neural_transducer_beam_search(layer, encoder, encoder_lengths, beam=4):
-    """B (labels, log-probability) pairs from a NeuralTransducer layer.
+def neural_transducer_beam_search(
+    layer: "NeuralTransducer",
+    encoder: TensorLike,
+    encoder_lengths: TensorLike,
+    beam: int = 4,
+) -> list[tuple[list[int], float]]:
+    """Beam search (see the module docstring) with a NeuralTransducer layer.
 
     Args:
       layer: the `tf_transducer.layers.NeuralTransducer`.
-      encoder: float [B, T, D] encoder frames; encoder_lengths: int [B].
+      encoder: float [B, T, D] encoder frames.
+      encoder_lengths: int [B] valid frames.
       beam: hypotheses kept (an int >= 1).
+
+    Returns:
+      B (labels, log-probability) pairs.
     """
     if not isinstance(beam, int) or beam < 1:
         raise ValueError(f"beam must be an int >= 1, got {beam!r}")
@@ -56,13 +84,15 @@ def neural_transducer_beam_search(layer, encoder, encoder_lengths, beam=4):
     encoder = tf.convert_to_tensor(encoder)
     encoder_lengths = tf.convert_to_tensor(encoder_lengths)
     frames, mask, num_blocks = layer.blocks(encoder, encoder_lengths)
-    results = []
+    results: list[tuple[list[int], float]] = []
     for b in range(int(tf.shape(encoder)[0])):
         start = layer.initial_state(encoder[b : b + 1], encoder_lengths[b : b + 1])
-        hyps = {(): (0.0, [s.numpy() for s in start])}
+        hyps: dict[tuple[int, ...], tuple[float, Any]] = {
+            (): (0.0, [s.numpy() for s in start])
+        }
         for block in range(int(num_blocks[b])):
             f, m = frames[b : b + 1, block], mask[b : b + 1, block]
-            finished = {}
+            finished: dict[tuple[int, ...], tuple[float, Any]] = {}
             active = [(score, labels, state) for labels, (score, state) in hyps.items()]
             for k in range(W):
                 if not active:

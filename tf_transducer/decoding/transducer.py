@@ -12,13 +12,32 @@ States are lists of numpy arrays with the batch first. Scores are natural
 log-probabilities of the model (each alignment: the product of its steps).
 """
 
+from typing import TYPE_CHECKING, Protocol, TypeAlias
+
 import numpy as np
+import tensorflow as tf
 
 from tf_transducer.decoding._numeric import log_add, log_softmax
-from tf_transducer.decoding.lm import LmContext
+from tf_transducer.decoding.lm import LmContext, WordScorer
+
+if TYPE_CHECKING:
+    from tf_transducer.models import Transducer
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+State: TypeAlias = list[np.ndarray]
 
 
-def _select(mask, new, old):
+class TransducerSteps(Protocol):
+    """The three step functions the searches run on (see the module docstring)."""
+
+    def start(self, batch: int) -> tuple[np.ndarray, State]: ...
+
+    def predict(self, labels: np.ndarray, state: State) -> tuple[np.ndarray, State]: ...
+
+    def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray: ...
+
+
+def _select(mask: np.ndarray, new: State, old: State) -> State:
     """Per batch row: new where mask, else old (states are lists of arrays)."""
     out = []
     for n, o in zip(new, old, strict=True):
@@ -30,35 +49,55 @@ def _select(mask, new, old):
 class KerasSteps:
     """The step functions of a Keras `Transducer`."""
 
-    def __init__(self, model):
+    def __init__(self, model: "Transducer") -> None:
         self.model = model
         self.blank = 0
 
-    def start(self, batch):
+    def start(self, batch: int) -> tuple[np.ndarray, State]:
         state = [np.asarray(s) for s in self.model.predictor.initial_state(batch)]
         return self.predict(np.zeros([batch], np.int32), state)
 
-    def predict(self, labels, state):
+    def predict(self, labels: np.ndarray, state: State) -> tuple[np.ndarray, State]:
         out, state = self.model.predictor.step(np.asarray(labels, np.int32), state)
         projected = self.model.joiner.project_decoder(out)
         return np.asarray(projected), [np.asarray(s) for s in state]
 
-    def joint(self, encoder, decoder):
+    def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.joiner.joint(encoder, decoder))
 
 
 class GreedyState:
     """Where a batched greedy search stands: hypotheses, scores, decoder state."""
 
-    def __init__(self, steps, batch):
+    def __init__(self, steps: TransducerSteps, batch: int) -> None:
         self.decoder, self.state = steps.start(batch)
-        self.hyps = [[] for _ in range(batch)]
+        self.hyps: list[list[int]] = [[] for _ in range(batch)]
         self.scores = np.zeros(batch)
 
 
-def greedy_continue(encoder, lengths, steps, search, max_symbols_per_frame=3, blank=0):
-    """Runs greedy search over more frames [B, n, J] (lengths [B] of them valid),
-    updating `search` (a GreedyState): streaming decoding calls this per chunk."""
+def greedy_continue(
+    encoder: TensorLike,
+    lengths: TensorLike,
+    steps: TransducerSteps,
+    search: GreedyState,
+    max_symbols_per_frame: int = 3,
+    blank: int = 0,
+) -> GreedyState:
+    """Runs greedy search over more frames, updating `search` in place.
+
+    Streaming decoding calls this per chunk.
+
+    Args:
+      encoder: float [B, n, J] projected encoder frames.
+      lengths: int [B] valid frames of them.
+      steps: the step functions.
+      search: where the search stands, updated.
+      max_symbols_per_frame: emitted symbols per frame before moving on.
+      blank: the blank class.
+
+    Returns:
+      search.
+    """
     encoder = np.asarray(encoder, np.float32)
     lengths = np.asarray(lengths).reshape(-1)
     batch = encoder.shape[0]
@@ -80,7 +119,13 @@ def greedy_continue(encoder, lengths, steps, search, max_symbols_per_frame=3, bl
     return search
 
 
-def greedy_search(encoder, lengths, steps, max_symbols_per_frame=3, blank=0):
+def greedy_search(
+    encoder: TensorLike,
+    lengths: TensorLike,
+    steps: TransducerSteps,
+    max_symbols_per_frame: int = 3,
+    blank: int = 0,
+) -> tuple[list[list[int]], np.ndarray]:
     """Best symbol per step, up to max_symbols_per_frame symbols per frame.
 
     Args:
@@ -88,6 +133,7 @@ def greedy_search(encoder, lengths, steps, max_symbols_per_frame=3, blank=0):
       lengths: int [B] frames.
       steps: the step functions.
       max_symbols_per_frame: emitted symbols per frame before moving on.
+      blank: the blank class.
 
     Returns:
       (B label lists, B path log-probabilities).
@@ -100,23 +146,35 @@ def greedy_search(encoder, lengths, steps, max_symbols_per_frame=3, blank=0):
 class _Hyp:
     __slots__ = ("prefix", "score", "decoder", "state", "lm")
 
-    def __init__(self, prefix, score, decoder, state, lm):
+    def __init__(
+        self,
+        prefix: tuple[int, ...],
+        score: float,
+        decoder: np.ndarray,
+        state: State,
+        lm: LmContext,
+    ) -> None:
         self.prefix, self.score = prefix, score
         self.decoder, self.state = decoder, state
         self.lm = lm  # LmContext
 
-    def stay(self, score):
+    def stay(self, score: float) -> "_Hyp":
         """The same hypothesis (no new label) with another score."""
         return _Hyp(self.prefix, score, self.decoder, self.state, self.lm.copy())
 
 
-def _rank(hyp, scorer, alpha, beta):
+def _rank(hyp: _Hyp, scorer: WordScorer | None, alpha: float, beta: float) -> float:
     if scorer is None:
         return hyp.score
     return hyp.score + alpha * hyp.lm.score + beta * hyp.lm.words
 
 
-def _grow(parents, labels, steps, scorer):
+def _grow(
+    parents: list[_Hyp],
+    labels: list[int],
+    steps: TransducerSteps,
+    scorer: WordScorer | None,
+) -> list[_Hyp]:
     """Children hyps (scores to be set) of parents extended by labels, one batch."""
     state = [
         np.concatenate([p.state[i] for p in parents])
@@ -138,12 +196,14 @@ def _grow(parents, labels, steps, scorer):
     return children
 
 
-def _start(steps, scorer):
+def _start(steps: TransducerSteps, scorer: WordScorer | None) -> _Hyp:
     decoder, state = steps.start(1)
     return _Hyp((), 0.0, decoder, state, scorer.start() if scorer else LmContext())
 
 
-def _finish(hyps, scorer, alpha, beta):
+def _finish(
+    hyps: list[_Hyp], scorer: WordScorer | None, alpha: float, beta: float
+) -> tuple[list[int], float]:
     if scorer is not None:
         for hyp in hyps:
             scorer.finish(hyp.lm, hyp.prefix)
@@ -152,8 +212,14 @@ def _finish(hyps, scorer, alpha, beta):
 
 
 def modified_beam_search(
-    encoder, steps, beam=4, blank=0, scorer=None, alpha=0.5, beta=1.0
-):
+    encoder: TensorLike,
+    steps: TransducerSteps,
+    beam: int = 4,
+    blank: int = 0,
+    scorer: WordScorer | None = None,
+    alpha: float = 0.5,
+    beta: float = 1.0,
+) -> tuple[list[int], float]:
     """Beam search with at most one symbol per frame (k2 / icefall's "modified").
 
     Per frame every hypothesis either stays (blank) or grows by one of its
@@ -162,6 +228,12 @@ def modified_beam_search(
 
     Args:
       encoder: float [T, J] projected frames of one utterance.
+      steps: the step functions.
+      beam: hypotheses kept.
+      blank: the blank class.
+      scorer: optional `WordScorer` for shallow fusion with a word LM.
+      alpha: the LM weight.
+      beta: the word insertion bonus.
 
     Returns:
       (labels, log-probability of the hypothesis).
@@ -172,7 +244,8 @@ def modified_beam_search(
         log_probs = log_softmax(
             steps.joint(np.repeat(frame[None], len(hyps), 0), decoders)
         )
-        merged, pending = {}, []
+        merged: dict[tuple[int, ...], _Hyp] = {}
+        pending: list[tuple[float, _Hyp, int]] = []
         for hyp, lp in zip(hyps, log_probs, strict=True):
             stay = merged.get(hyp.prefix)
             if stay is None:
@@ -203,15 +276,15 @@ def modified_beam_search(
 
 
 def beam_search(
-    encoder,
-    steps,
-    beam=4,
-    blank=0,
-    scorer=None,
-    alpha=0.5,
-    beta=1.0,
-    max_expansions=None,
-):
+    encoder: TensorLike,
+    steps: TransducerSteps,
+    beam: int = 4,
+    blank: int = 0,
+    scorer: WordScorer | None = None,
+    alpha: float = 0.5,
+    beta: float = 1.0,
+    max_expansions: int | None = None,
+) -> tuple[list[int], float]:
     """The standard transducer beam search (Graves 2012, as ESPnet runs it).
 
     Per frame, the best unfinished hypothesis is expanded: by a blank it is
@@ -221,6 +294,13 @@ def beam_search(
 
     Args:
       encoder: float [T, J] projected frames of one utterance.
+      steps: the step functions.
+      beam: hypotheses kept, and symbols tried per expansion.
+      blank: the blank class.
+      scorer: optional `WordScorer` for shallow fusion with a word LM.
+      alpha: the LM weight.
+      beta: the word insertion bonus.
+      max_expansions: expansions per frame at most (None: 2 * beam).
 
     Returns:
       (labels, log-probability of the hypothesis).
@@ -257,7 +337,11 @@ def beam_search(
     return _finish(finished, scorer, alpha, beta)
 
 
-def transducer_greedy_decode(model, inputs, max_symbols_per_frame=3):
+def transducer_greedy_decode(
+    model: "Transducer",
+    inputs: tuple[TensorLike, TensorLike],
+    max_symbols_per_frame: int = 3,
+) -> list[list[int]]:
     """B label lists: greedy search of a Keras `Transducer` on (features, lengths)."""
     encoded, lengths = model.encode(inputs, training=False)
     projected = np.asarray(model.joiner.project_encoder(encoded))
@@ -268,8 +352,14 @@ def transducer_greedy_decode(model, inputs, max_symbols_per_frame=3):
 
 
 def transducer_beam_search(
-    model, inputs, beam=4, method="modified", scorer=None, alpha=0.5, beta=1.0
-):
+    model: "Transducer",
+    inputs: tuple[TensorLike, TensorLike],
+    beam: int = 4,
+    method: str = "modified",
+    scorer: WordScorer | None = None,
+    alpha: float = 0.5,
+    beta: float = 1.0,
+) -> list[list[int]]:
     """B label lists: beam search ("modified" or "standard") of a Keras `Transducer`."""
     if method not in ("modified", "standard"):
         raise ValueError(f'method must be "modified" or "standard", got {method!r}')

@@ -8,17 +8,20 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from numpy.typing import ArrayLike
 
 from tf_transducer._optional import require
 
 QUANTIZATIONS = ("float", "dynamic", "int8")
 
 
-def check_quantization(quantization):
-    """ "float" for None, else the mode after checking it is one of QUANTIZATIONS."""
+def check_quantization(quantization: str | None) -> str:
+    """The mode: "float" for None, else quantization, checked against QUANTIZATIONS."""
     quantization = "float" if quantization is None else quantization
     if quantization not in QUANTIZATIONS:
         raise ValueError(
@@ -28,7 +31,11 @@ def check_quantization(quantization):
     return quantization
 
 
-def convert(function, quantization="float", representative=None):
+def convert(
+    function: Any,
+    quantization: str = "float",
+    representative: list[dict[str, np.ndarray]] | None = None,
+) -> bytes:
     """TFLite flatbuffer bytes of a tf.function, TFLite built-in ops only.
 
     The function (with an input_signature) is frozen (the variables its
@@ -44,6 +51,9 @@ def convert(function, quantization="float", representative=None):
         quantised at the program's edges).
       representative: for "int8", a list of {input name: array} dicts, the
         inputs the program sees in use.
+
+    Returns:
+      The .tflite file's bytes.
     """
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
@@ -77,7 +87,7 @@ def convert(function, quantization="float", representative=None):
         if quantization == "int8":
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
             converter.representative_dataset = tf.lite.RepresentativeDataset(
-                lambda: iter(representative)
+                lambda: iter(representative or [])  # (not empty: checked above)
             )
         with warnings.catch_warnings():
             # The converter's own calibrator still runs tf.lite.Interpreter.
@@ -88,18 +98,24 @@ def convert(function, quantization="float", representative=None):
 class Recorder:
     """Wraps a program; keeps (a copy of) the inputs of every call."""
 
-    def __init__(self, program):
+    def __init__(self, program: "Program") -> None:
         self.program = program
-        self.inputs = []
+        self.inputs: list[dict[str, np.ndarray]] = []
 
-    def __call__(self, **inputs):
+    def __call__(self, **inputs: ArrayLike) -> dict[str, np.ndarray]:
         self.inputs.append(
             {k: np.array(v, self.program.dtypes[k]) for k, v in inputs.items()}
         )
         return self.program(**inputs)
 
 
-def record_inputs(stream, names, run, items, limit=1000):
+def record_inputs(
+    stream: Any,
+    names: Iterable[str],
+    run: Callable[[Any, Any], object],
+    items: Iterable[Any],
+    limit: int = 1000,
+) -> dict[str, list[dict[str, np.ndarray]]]:
     """The inputs a runner gives its programs `names` on `items`.
 
     Each program of `stream.programs` named in `names` is wrapped in a
@@ -119,7 +135,7 @@ def record_inputs(stream, names, run, items, limit=1000):
             "calibration data is empty: int8 quantisation needs representative "
             "inputs (a few hundred utterances)"
         )
-    recorded = {}
+    recorded: dict[str, list[dict[str, np.ndarray]]] = {}
     for name, recorder in recorders.items():
         calls = recorder.inputs
         keep = np.linspace(0, len(calls) - 1, min(limit, len(calls))).astype(int)
@@ -127,7 +143,7 @@ def record_inputs(stream, names, run, items, limit=1000):
     return recorded
 
 
-def write_files(folder, files):
+def write_files(folder: str, files: Mapping[str, bytes]) -> None:
     """Writes {file name: bytes} into folder."""
     for name, data in files.items():
         with open(os.path.join(folder, name), "wb") as f:
@@ -135,9 +151,14 @@ def write_files(folder, files):
 
 
 def write_export(
-    export_dir, functions, quantization, quantized, meta, extras=None,
-    calibrate=None,
-):  # fmt: skip
+    export_dir: str,
+    functions: Mapping[str, Any],
+    quantization: str,
+    quantized: Sequence[str],
+    meta: Mapping[str, Any],
+    extras: Callable[[str], object] | None = None,
+    calibrate: Callable[[str], Mapping[str, list[dict[str, np.ndarray]]]] | None = None,
+) -> dict[str, int]:
     """Converts `functions` and writes an export folder, all or nothing.
 
     The float programs are written first (with `extras(folder)`'s files and
@@ -162,7 +183,7 @@ def write_export(
     programs = {f"{name}.tflite": convert(fn) for name, fn in functions.items()}
     modes = {name: quantization if name in quantized else "float" for name in functions}
 
-    def write_meta(folder, mode, program_modes):
+    def write_meta(folder: str, mode: str, program_modes: dict[str, str]) -> None:
         with open(os.path.join(folder, META), "w") as f:
             json.dump(
                 dict(meta, quantization=mode, programs=program_modes), f, indent=2
@@ -174,7 +195,11 @@ def write_export(
             extras(staging)
         write_meta(staging, "float", dict.fromkeys(functions, "float"))
         if quantization != "float":
-            samples = calibrate(staging) if quantization == "int8" else {}
+            samples: Mapping[str, list[dict[str, np.ndarray]]] = {}
+            if quantization == "int8":
+                if calibrate is None:
+                    raise ValueError('quantization="int8" needs calibrate')
+                samples = calibrate(staging)
             for name in quantized:
                 programs[f"{name}.tflite"] = convert(
                     functions[name], quantization, samples.get(name)
@@ -184,9 +209,11 @@ def write_export(
     return {name: len(data) for name, data in programs.items()}
 
 
-def check_calibration(quantization, calibration, name):
-    """The quantisation mode, after checking that calibration data comes with
-    "int8" and only with it."""
+def check_calibration(quantization: str | None, calibration: object, name: str) -> str:
+    """The quantisation mode, after checking the calibration data.
+
+    Calibration data must come with "int8" and only with it.
+    """
     quantization = check_quantization(quantization)
     if (quantization == "int8") != (calibration is not None):
         raise ValueError(
@@ -197,7 +224,12 @@ def check_calibration(quantization, calibration, name):
     return quantization
 
 
-def check_audio(audio, sample_rate=None, expected_rate=None, allow_empty=True):
+def check_audio(
+    audio: ArrayLike,
+    sample_rate: int | None = None,
+    expected_rate: int | None = None,
+    allow_empty: bool = True,
+) -> np.ndarray:
     """Mono float32 samples [N] for a runner, or a ValueError naming the problem.
 
     int16 samples are scaled to [-1, 1) (divided by 32768); other integer
@@ -234,7 +266,9 @@ def check_audio(audio, sample_rate=None, expected_rate=None, allow_empty=True):
     return audio
 
 
-def check_export_quantization(export_dir, meta, quantization):
+def check_export_quantization(
+    export_dir: str, meta: Mapping[str, Any], quantization: str | None
+) -> str:
     """The export's quantisation mode; an error if `quantization` asks another."""
     held = meta["quantization"]
     if held not in QUANTIZATIONS:
@@ -252,9 +286,10 @@ def check_export_quantization(export_dir, meta, quantization):
 META = "export.json"
 
 
-def read_meta(export_dir, model, name, keys=()):
-    """The export.json of an export folder, checked to be of `model` and to
-    hold `keys`.
+def read_meta(
+    export_dir: str, model: str, name: str, keys: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The export.json of an export folder, checked to be of `model`, with `keys`.
 
     Raises:
       FileNotFoundError: no export folder or no export.json.
@@ -283,7 +318,7 @@ def read_meta(export_dir, model, name, keys=()):
 
 
 @contextlib.contextmanager
-def staging_dir(final_dir):
+def staging_dir(final_dir: str) -> Iterator[str]:
     """A temporary folder next to final_dir, moved into place on success.
 
     Nothing is half-written: on an error the temporary folder is removed and
@@ -324,7 +359,9 @@ class Program:
         message names the file).
     """
 
-    def __init__(self, path, num_threads=1, inputs=None):
+    def __init__(
+        self, path: str, num_threads: int = 1, inputs: Iterable[str] | None = None
+    ) -> None:
         require("ai_edge_litert")
         from ai_edge_litert.interpreter import Interpreter
 
@@ -349,7 +386,7 @@ class Program:
                 f"{sorted(inputs)} (a program of another kind?)"
             )
 
-    def __call__(self, **inputs):
+    def __call__(self, **inputs: ArrayLike) -> dict[str, np.ndarray]:
         return self.runner(
             **{k: np.asarray(v, self.dtypes[k]) for k, v in inputs.items()}
         )

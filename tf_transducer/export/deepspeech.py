@@ -22,9 +22,12 @@ logits equal the offline model's.
 """
 
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
+from numpy.typing import ArrayLike
 
 from tf_transducer.export._tflite import (
     Program,
@@ -36,14 +39,24 @@ from tf_transducer.export._tflite import (
     write_export,
 )
 
+if TYPE_CHECKING:
+    from tf_transducer.data.text import CharacterAlphabet
+    from tf_transducer.decoding.lm import WordScorer
+    from tf_transducer.models import DeepSpeech
+
 MODEL = "tf_transducer.DeepSpeech"
 
 FILES = ("features.tflite", "acoustic.tflite")
 
 
 def export_deepspeech(
-    model, export_dir, alphabet, n_steps=16, quantization=None, calibration_audio=None
-):
+    model: "DeepSpeech",
+    export_dir: str,
+    alphabet: "CharacterAlphabet",
+    n_steps: int = 16,
+    quantization: str | None = None,
+    calibration_audio: Iterable[np.ndarray] | None = None,
+) -> dict[str, int]:
     """Writes the streaming TFLite programs of a DeepSpeech model to export_dir.
 
     Args:
@@ -142,7 +155,9 @@ class DeepSpeechStream:
     `logits` holds [T, C] so far.
     """
 
-    def __init__(self, export_dir, quantization=None, num_threads=1):
+    def __init__(
+        self, export_dir: str, quantization: str | None = None, num_threads: int = 1
+    ) -> None:
         self.meta = read_meta(export_dir, MODEL, "DeepSpeech", META_KEYS)
         self.quantization = check_export_quantization(
             export_dir, self.meta, quantization
@@ -165,26 +180,26 @@ class DeepSpeechStream:
         self.reset()
 
     @property
-    def sample_rate(self):
+    def sample_rate(self) -> int:
         return self.meta["sample_rate"]
 
-    def reset(self):
+    def reset(self) -> None:
         m = self.meta
         self._audio = np.zeros([0], np.float32)  # samples from frame _done on
         self._done = 0  # MFCC frames computed
         self._frames = [np.zeros(m["n_input"], np.float32)] * m["n_context"]
         self._next = 0  # next frame whose window is due
-        self._pending = []  # windows not yet run
+        self._pending: list[np.ndarray] = []  # windows not yet run
         self._state = [np.zeros([1, m["n_hidden"]], np.float32)] * 2
-        self._logits = []
+        self._logits: list[np.ndarray] = []
 
     @property
-    def logits(self):
+    def logits(self) -> np.ndarray:
         if not self._logits:
             return np.zeros([0, self.meta["num_classes"]], np.float32)
         return np.concatenate(self._logits)
 
-    def feed(self, audio):
+    def feed(self, audio: ArrayLike) -> None:
         """Adds audio samples; runs whatever they complete."""
         m = self.meta
         self._audio = np.concatenate([self._audio, check_audio(audio)])
@@ -197,14 +212,14 @@ class DeepSpeechStream:
             self._audio = self._audio[new * m["frame_step"] :]
             self.feed_features(mfcc[0])
 
-    def feed_features(self, frames):
+    def feed_features(self, frames: ArrayLike) -> None:
         """Adds MFCC frames [n, n_input] (instead of audio); runs what they complete."""
         frames = np.asarray(frames, np.float32)
         self._frames.extend(frames)
         self._done += len(frames)
         self._windows(final=False)
 
-    def finish(self):
+    def finish(self) -> np.ndarray:
         """Ends the utterance: the last frames get zero right context."""
         self._frames.extend(
             [np.zeros(self.meta["n_input"], np.float32)] * self.meta["n_context"]
@@ -212,7 +227,7 @@ class DeepSpeechStream:
         self._windows(final=True)
         return self.logits
 
-    def _windows(self, final):
+    def _windows(self, final: bool) -> None:
         m = self.meta
         c, width = m["n_context"], 2 * m["n_context"] + 1
         # self._frames[i] is frame i - c (c zero frames lead).
@@ -225,7 +240,7 @@ class DeepSpeechStream:
             self._pending = self._pending[m["n_steps"] :]
             self._run(chunk)
 
-    def _run(self, windows):
+    def _run(self, windows: list[np.ndarray]) -> None:
         m = self.meta
         valid = len(windows)
         padded = windows + [np.zeros_like(windows[0])] * (m["n_steps"] - valid)
@@ -237,8 +252,16 @@ class DeepSpeechStream:
         self._state = [out["new_state_h"], out["new_state_c"]]
         self._logits.append(out["logits"][0, :valid])
 
-    def transcribe(self, audio, chunk_samples=3200, beam_width=1, scorer=None,
-                   alpha=0.75, beta=1.85, sample_rate=None):  # fmt: skip
+    def transcribe(
+        self,
+        audio: ArrayLike,
+        chunk_samples: int = 3200,
+        beam_width: int = 1,
+        scorer: "WordScorer | None" = None,
+        alpha: float = 0.75,
+        beta: float = 1.85,
+        sample_rate: int | None = None,
+    ) -> tuple[str, np.ndarray]:
         """(transcript, logits [T, C]) of a whole signal [N] fed in chunks.
 
         sample_rate, when given, must be the export's (an error otherwise).

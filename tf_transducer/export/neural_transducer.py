@@ -13,9 +13,12 @@ The encoder that makes the frames is the caller's (its own export).
 """
 
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
+from numpy.typing import ArrayLike
 
 from tf_transducer.export._tflite import (
     Program,
@@ -26,12 +29,19 @@ from tf_transducer.export._tflite import (
     write_export,
 )
 
+if TYPE_CHECKING:
+    from tf_transducer.layers import NeuralTransducer
+
 MODEL = "tf_transducer.NeuralTransducer"
 
 
 def export_neural_transducer(
-    layer, export_dir, encoder_dim, quantization=None, calibration_frames=None
-):
+    layer: "NeuralTransducer",
+    export_dir: str,
+    encoder_dim: int,
+    quantization: str | None = None,
+    calibration_frames: Iterable[np.ndarray] | None = None,
+) -> dict[str, int]:
     """Writes start / step programs of a built NeuralTransducer layer.
 
     Args:
@@ -106,7 +116,9 @@ class NeuralTransducerStream:
       num_threads: interpreter threads.
     """
 
-    def __init__(self, export_dir, quantization=None, num_threads=1):
+    def __init__(
+        self, export_dir: str, quantization: str | None = None, num_threads: int = 1
+    ) -> None:
         meta = read_meta(
             export_dir,
             MODEL,
@@ -128,16 +140,16 @@ class NeuralTransducerStream:
         self.block, self.dim = meta["input_block_size"], meta["encoder_dim"]
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         self.pending = np.zeros([0, self.dim], np.float32)
-        self.state = None
-        self.labels = []
+        self.state: dict[str, np.ndarray] | None = None
+        self.labels: list[int] = []
 
-    def _run(self, frames):
+    def _run(self, frames: np.ndarray) -> list[int]:
         count = len(frames)
         padded = np.zeros([1, self.block, self.dim], np.float32)
         padded[0, :count] = frames
-        args = dict(frames=padded, frame_count=[count])
+        args: dict[str, ArrayLike] = dict(frames=padded, frame_count=[count])
         if self.state is None:
             self.state = self.programs["start"](**args)
         out = self.programs["step"](
@@ -148,7 +160,7 @@ class NeuralTransducerStream:
         self.labels += labels
         return labels
 
-    def feed(self, frames):
+    def feed(self, frames: ArrayLike) -> list[int]:
         frames = np.asarray(frames, np.float32)
         if frames.ndim != 2 or frames.shape[1] != self.dim:
             raise ValueError(
@@ -162,7 +174,7 @@ class NeuralTransducerStream:
             self.pending = self.pending[self.block :]
         return labels
 
-    def finish(self):
+    def finish(self) -> list[int]:
         labels = self._run(self.pending) if len(self.pending) else []
         self.pending = self.pending[:0]
         return labels

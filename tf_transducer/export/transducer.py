@@ -24,11 +24,14 @@ greedy transcript (float programs).
 """
 
 import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
+from numpy.typing import ArrayLike
 
-from tf_transducer.decoding.transducer import GreedyState, greedy_continue
+from tf_transducer.decoding.transducer import GreedyState, State, greedy_continue
 from tf_transducer.export._tflite import (
     Program,
     check_audio,
@@ -38,6 +41,11 @@ from tf_transducer.export._tflite import (
     record_inputs,
     write_export,
 )
+
+if TYPE_CHECKING:
+    from tf_transducer.data.text import TextEncoder
+    from tf_transducer.layers import LogMelSpectrogram
+    from tf_transducer.models import Transducer
 
 MODEL = "tf_transducer.Transducer"
 
@@ -115,14 +123,14 @@ def _named_function(body, specs, names):
 
 
 def export_transducer(
-    model,
-    export_dir,
-    text_encoder,
-    features,
-    chunk_frames=None,
-    quantization=None,
-    calibration_audio=None,
-):
+    model: "Transducer",
+    export_dir: str,
+    text_encoder: "TextEncoder",
+    features: "LogMelSpectrogram",
+    chunk_frames: int | None = None,
+    quantization: str | None = None,
+    calibration_audio: Iterable[np.ndarray] | None = None,
+) -> dict[str, int]:
     """Writes the streaming TFLite programs of a Transducer to export_dir.
 
     Args:
@@ -215,10 +223,12 @@ def export_transducer(
 class _TfliteSteps:
     """The decoding step functions on the predictor and joiner programs."""
 
-    def __init__(self, programs, meta):
+    def __init__(
+        self, programs: Mapping[str, Program], meta: Mapping[str, Any]
+    ) -> None:
         self.programs, self.meta = programs, meta
 
-    def start(self, batch):
+    def start(self, batch: int) -> tuple[np.ndarray, State]:
         if batch != 1:
             raise ValueError("the TFLite programs decode one utterance at a time")
         dtype = np.int32 if self.meta["predictor_kind"] == "stateless" else np.float32
@@ -227,13 +237,13 @@ class _TfliteSteps:
         ]
         return self.predict(np.zeros([1], np.int32), state)
 
-    def predict(self, labels, state):
+    def predict(self, labels: np.ndarray, state: State) -> tuple[np.ndarray, State]:
         inputs = {f"state_{i}": s for i, s in enumerate(state)}
         out = self.programs["predictor"](label=np.asarray(labels, np.int32), **inputs)
         new_state = [out[f"new_state_{i}"] for i in range(len(state))]
         return out["decoder"], new_state
 
-    def joint(self, encoder, decoder):
+    def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray:
         return self.programs["joiner"](encoder=encoder, decoder=decoder)["logits"]
 
 
@@ -253,8 +263,12 @@ class TransducerStream:
     """
 
     def __init__(
-        self, export_dir, quantization=None, num_threads=1, max_symbols_per_frame=3
-    ):
+        self,
+        export_dir: str,
+        quantization: str | None = None,
+        num_threads: int = 1,
+        max_symbols_per_frame: int = 3,
+    ) -> None:
         self.meta = read_meta(export_dir, MODEL, "Transducer", META_KEYS)
         self.quantization = check_export_quantization(
             export_dir, self.meta, quantization
@@ -284,10 +298,10 @@ class TransducerStream:
         self.reset()
 
     @property
-    def sample_rate(self):
+    def sample_rate(self) -> int:
         return self.meta["sample_rate"]
 
-    def reset(self):
+    def reset(self) -> None:
         m = self.meta
         self._audio = np.zeros([0], np.float32)
         self._features = np.zeros([0, m["feature_dim"]], np.float32)
@@ -297,10 +311,10 @@ class TransducerStream:
         self._search = GreedyState(self._steps, 1)
 
     @property
-    def labels(self):
+    def labels(self) -> list[int]:
         return list(self._search.hyps[0])
 
-    def feed(self, audio):
+    def feed(self, audio: ArrayLike) -> None:
         """Adds audio samples [N]; decodes every encoder chunk they complete."""
         m = self.meta
         self._audio = np.concatenate([self._audio, check_audio(audio)])
@@ -314,7 +328,7 @@ class TransducerStream:
             self._encode(self._features[: m["chunk_frames"]], m["chunk_frames"])
             self._features = self._features[m["chunk_frames"] :]
 
-    def finish(self):
+    def finish(self) -> str:
         """Decodes the last, partial chunk; returns the transcript."""
         m = self.meta
         valid = len(self._features)
@@ -325,7 +339,7 @@ class TransducerStream:
             self._features = self._features[:0]
         return self.text_encoder.decode(self.labels)
 
-    def _encode(self, chunk, valid):
+    def _encode(self, chunk: np.ndarray, valid: int) -> None:
         m = self.meta
         inputs = {f"state_{i}": s for i, s in enumerate(self._states)}
         out = self.programs["encoder"](
@@ -341,7 +355,12 @@ class TransducerStream:
             self.max_symbols_per_frame,
         )
 
-    def transcribe(self, audio, chunk_samples=1600, sample_rate=None):
+    def transcribe(
+        self,
+        audio: ArrayLike,
+        chunk_samples: int = 1600,
+        sample_rate: int | None = None,
+    ) -> str:
         """The transcript of a whole signal [N] fed in chunks.
 
         sample_rate, when given, must be the export's (an error otherwise).

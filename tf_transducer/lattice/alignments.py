@@ -16,18 +16,22 @@ without a lexical arc ignores its entry.
 """
 
 import abc
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
 
 from tf_transducer.lattice import semirings
+from tf_transducer.lattice.contexts import ContextDependency
+from tf_transducer.lattice.semirings import Semiring
 
 
-def _expand(value, axis=-1):
+def _expand(value: Any, axis: int = -1) -> Any:
     return tf.nest.map_structure(lambda v: tf.expand_dims(v, axis), value)
 
 
-def shift_down(x, semiring):
+def shift_down(x: Any, semiring: Semiring) -> Any:
     """output[..., i + 1] = x[..., i]; output[..., 0] = the semiring zero."""
 
     def shift(v, zero):
@@ -39,7 +43,11 @@ def shift_down(x, semiring):
     return tf.nest.map_structure(shift, x, zero)
 
 
-def check_num_weights(alignment, blank, lexical):
+def check_num_weights(
+    alignment: "TimeSyncAlignmentLattice",
+    blank: Sequence[Any],
+    lexical: Sequence[Any],
+) -> None:
     """ValueError unless blank and lexical have one entry per alignment state."""
     n = alignment.num_states()
     if len(blank) != n or len(lexical) != n:
@@ -52,41 +60,52 @@ def check_num_weights(alignment, blank, lexical):
 class TimeSyncAlignmentLattice(abc.ABC):
     """The interface of time-synchronous alignment lattices."""
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The constructor's arguments (Keras serialisation)."""
         return {}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> "TimeSyncAlignmentLattice":
         return cls(**config)
 
     @abc.abstractmethod
-    def num_states(self):
+    def num_states(self) -> int:
         """Non-final frame-local states."""
 
     @abc.abstractmethod
-    def start(self):
+    def start(self) -> int:
         """The frame-local start state."""
 
     @abc.abstractmethod
-    def blank_next(self, state):
-        """State after a blank from state: None (no arc), start() when the arc
-        ends the frame, or another frame-local state."""
+    def blank_next(self, state: int) -> int | None:
+        """State after a blank from state.
+
+        None (no arc), start() when the arc ends the frame, or another
+        frame-local state.
+        """
 
     @abc.abstractmethod
-    def lexical_next(self, state):
+    def lexical_next(self, state: int) -> int | None:
         """State after a label from state (as blank_next)."""
 
     @abc.abstractmethod
-    def topological_visit(self):
+    def topological_visit(self) -> list[int]:
         """The non-final frame-local states in topological order."""
 
-    def forward(self, alpha, blank, lexical, context, semiring):
+    def forward(
+        self,
+        alpha: Any,
+        blank: Sequence[Any],
+        lexical: Sequence[Any],
+        context: ContextDependency,
+        semiring: Semiring,
+    ) -> Any:
         """One frame of the forward algorithm over the recognition lattice.
 
         Args:
           alpha: [..., C] weights of (frame start, context state).
-          blank, lexical: per frame-local state, [..., C] and [..., C, V].
+          blank: per frame-local state, [..., C].
+          lexical: per frame-local state, [..., C, V].
           context: the ContextDependency.
           semiring: the semiring to sum paths in.
 
@@ -103,13 +122,23 @@ class TimeSyncAlignmentLattice(abc.ABC):
             ),
         )
 
-    def string_forward(self, alpha, blank, lexical, semiring):
-        """One frame of the forward algorithm over the lattice intersected with
-        one label string (a chain of U + 1 context states).
+    def string_forward(
+        self,
+        alpha: Any,
+        blank: Sequence[Any],
+        lexical: Sequence[Any],
+        semiring: Semiring,
+    ) -> Any:
+        """One frame of the forward algorithm over the lattice and one label string.
+
+        The lattice is intersected with the label string (a chain of U + 1
+        context states).
 
         Args:
           alpha: [..., U + 1].
-          blank, lexical: per frame-local state, [..., U + 1] each.
+          blank: per frame-local state, [..., U + 1].
+          lexical: per frame-local state, [..., U + 1].
+          semiring: the semiring to sum paths in.
 
         Returns:
           [..., U + 1] weights after the frame.
@@ -122,11 +151,19 @@ class TimeSyncAlignmentLattice(abc.ABC):
             lambda w, lex: shift_down(semiring.times(w, lex), semiring),
         )
 
-    def _sweep(self, alpha, blank, lexical, semiring, emit):
+    def _sweep(
+        self,
+        alpha: Any,
+        blank: Sequence[Any],
+        lexical: Sequence[Any],
+        semiring: Semiring,
+        emit: Callable[[Any, Any], Any],
+    ) -> Any:
         """Pushes alpha through the frame-local states in topological order."""
         check_num_weights(self, blank, lexical)
         start = self.start()
-        at, out = {start: alpha}, {}
+        at: dict[int, Any] = {start: alpha}
+        out: dict[int, Any] = {}
 
         def add(state, value):
             table = out if state == start else at
@@ -143,12 +180,21 @@ class TimeSyncAlignmentLattice(abc.ABC):
                 add(self.lexical_next(a), emit(w, lexical[a]))
         return out[0]
 
-    def backward(self, alpha, blank, lexical, beta, log_z, context):
+    def backward(
+        self,
+        alpha: tf.Tensor,
+        blank: Sequence[tf.Tensor],
+        lexical: Sequence[tf.Tensor],
+        beta: tf.Tensor,
+        log_z: tf.Tensor,
+        context: ContextDependency,
+    ) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
         """One frame of the backward algorithm (Log semiring): arc marginals.
 
         Args:
           alpha: [..., C] forward weights of this frame's start states.
-          blank, lexical: per frame-local state, [..., C] and [..., C, V].
+          blank: per frame-local state, [..., C].
+          lexical: per frame-local state, [..., C, V].
           beta: [..., C] backward weights of the next frame's start states.
           log_z: [...] the log sum of all paths.
           context: the ContextDependency.
@@ -179,7 +225,7 @@ class TimeSyncAlignmentLattice(abc.ABC):
                 add(fwd, self.lexical_next(a), lex)
 
         # Backward weights, in reverse topological order.
-        bwd = {}
+        bwd: dict[int, tf.Tensor] = {}
 
         def after(state):
             return beta if state == start else bwd.get(state, nowhere)
@@ -225,22 +271,22 @@ class TimeSyncAlignmentLattice(abc.ABC):
 class FrameDependent(TimeSyncAlignmentLattice):
     """Each frame is aligned to one blank or one label."""
 
-    def num_states(self):
+    def num_states(self) -> int:
         return 1
 
-    def start(self):
+    def start(self) -> int:
         return 0
 
-    def blank_next(self, state):
+    def blank_next(self, state: int) -> int | None:
         return 0
 
-    def lexical_next(self, state):
+    def lexical_next(self, state: int) -> int | None:
         return 0
 
-    def topological_visit(self):
+    def topological_visit(self) -> list[int]:
         return [0]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "FrameDependent()"
 
 
@@ -252,30 +298,30 @@ class FrameLabelDependent(TimeSyncAlignmentLattice):
     ends the frame, a label (if i < max_expansions) leads to i + 1.
     """
 
-    def __init__(self, max_expansions):
+    def __init__(self, max_expansions: int) -> None:
         if not isinstance(max_expansions, int) or max_expansions < 1:
             raise ValueError(
                 f"max_expansions must be an int >= 1, got {max_expansions!r}"
             )
         self.max_expansions = max_expansions
 
-    def num_states(self):
+    def num_states(self) -> int:
         return self.max_expansions + 1
 
-    def start(self):
+    def start(self) -> int:
         return 0
 
-    def blank_next(self, state):
+    def blank_next(self, state: int) -> int | None:
         return 0
 
-    def lexical_next(self, state):
+    def lexical_next(self, state: int) -> int | None:
         return state + 1 if state < self.max_expansions else None
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"max_expansions": self.max_expansions}
 
-    def topological_visit(self):
+    def topological_visit(self) -> list[int]:
         return list(range(self.num_states()))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"FrameLabelDependent(max_expansions={self.max_expansions})"

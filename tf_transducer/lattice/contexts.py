@@ -7,55 +7,67 @@ state unchanged). Every state is final.
 """
 
 import abc
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer.lattice.semirings import Semiring
+
 _PACKAGE = "tf_transducer"
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
-def _map(fn, value):
+def _map(fn: Callable[..., Any], value: Any) -> Any:
     return tf.nest.map_structure(fn, value)
 
 
 class ContextDependency(abc.ABC):
-    """The interface: shape, start, next_state, forward_reduce,
-    backward_broadcast (and walk_states, built on next_state)."""
+    """The context-dependency interface.
+
+    shape, start, next_state, forward_reduce, backward_broadcast (and
+    walk_states, built on next_state).
+    """
 
     @abc.abstractmethod
-    def shape(self):
+    def shape(self) -> tuple[int, int]:
         """(num_states, vocab_size)."""
 
     @abc.abstractmethod
-    def start(self):
+    def start(self) -> int:
         """The start state id."""
 
     @abc.abstractmethod
-    def next_state(self, state, label):
+    def next_state(self, state: TensorLike, label: TensorLike) -> tf.Tensor:
         """int32 [...] states after label [...] (0: state unchanged)."""
 
     @abc.abstractmethod
-    def forward_reduce(self, weights, semiring):
-        """result[..., q] = semiring sum of weights[..., p, y] over the arcs
-        p -y-> q: [..., num_states, vocab_size] -> [..., num_states]."""
+    def forward_reduce(self, weights: Any, semiring: Semiring) -> Any:
+        """result[..., q] = semiring sum of weights[..., p, y] over the arcs p -y-> q.
+
+        Shapes: [..., num_states, vocab_size] -> [..., num_states].
+        """
 
     @abc.abstractmethod
-    def backward_broadcast(self, weights):
-        """result[..., p, y] = weights[..., q] for the arc p -y-> q:
-        [..., num_states] -> [..., num_states, vocab_size]."""
+    def backward_broadcast(self, weights: Any) -> Any:
+        """result[..., p, y] = weights[..., q] for the arc p -y-> q.
 
-    def get_config(self):
+        Shapes: [..., num_states] -> [..., num_states, vocab_size].
+        """
+
+    def get_config(self) -> dict[str, Any]:
         """The constructor's arguments (Keras serialisation)."""
         raise NotImplementedError(
             f"{type(self).__name__} defines no get_config(): it cannot be saved"
         )
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> "ContextDependency":
         return cls(**config)
 
-    def walk_states(self, labels):
+    def walk_states(self, labels: TensorLike) -> tf.Tensor:
         """States along label sequences.
 
         Args:
@@ -77,9 +89,11 @@ class ContextDependency(abc.ABC):
         return tf.transpose(states, list(range(1, rank)) + [0])
 
 
-def _check_labels(labels, vocab_size, name):
-    """Label values outside [0, vocab_size]: ValueError when known statically,
-    else a run-time assertion."""
+def _check_labels(labels: tf.Tensor, vocab_size: int, name: str) -> None:
+    """Rejects label values outside [0, vocab_size].
+
+    A ValueError when they are known statically, else a run-time assertion.
+    """
     value = tf.get_static_value(labels)
     if value is not None:
         value = np.asarray(value)
@@ -102,7 +116,7 @@ def _check_labels(labels, vocab_size, name):
 class _TableContext(ContextDependency):
     """A DFA held as next[p, y - 1] (a numpy table known at construction)."""
 
-    def __init__(self, table):
+    def __init__(self, table: np.ndarray) -> None:
         table = np.asarray(table)
         num_states, vocab_size = table.shape
         self._table_np = table.astype(np.int32)
@@ -119,20 +133,20 @@ class _TableContext(ContextDependency):
             incoming[q, : counts[q]] = order[starts[q] : starts[q] + counts[q]]
         self._incoming = tf.constant(incoming)
 
-    def shape(self):
+    def shape(self) -> tuple[int, int]:
         return self._table_np.shape
 
-    def next_state(self, state, label):
+    def next_state(self, state: TensorLike, label: TensorLike) -> tf.Tensor:
         state = tf.cast(state, tf.int32)
         label = tf.cast(label, tf.int32)
         index = tf.stack([state, tf.maximum(label - 1, 0)], axis=-1)
         return tf.where(label > 0, tf.gather_nd(self._table, index), state)
 
-    def next_state_table(self):
+    def next_state_table(self) -> tf.Tensor:
         """int32 [num_states, vocab_size]: next_state_table[p, y - 1]."""
         return self._table
 
-    def forward_reduce(self, weights, semiring):
+    def forward_reduce(self, weights: Any, semiring: Semiring) -> Any:
         flat = _map(
             lambda w: tf.reshape(w, tf.concat([tf.shape(w)[:-2], [-1]], 0)), weights
         )
@@ -142,11 +156,11 @@ class _TableContext(ContextDependency):
         incoming = _map(lambda w: tf.gather(w, self._incoming, axis=-1), flat)
         return semiring.sum(incoming, axis=-1)
 
-    def backward_broadcast(self, weights):
+    def backward_broadcast(self, weights: Any) -> Any:
         return _map(lambda w: tf.gather(w, self._table, axis=-1), weights)
 
 
-def _dtypes(value):
+def _dtypes(value: Any) -> Any:
     return tf.nest.map_structure(lambda w: w.dtype, value)
 
 
@@ -157,7 +171,7 @@ class NextStateTable(_TableContext):
     The start state is 0.
     """
 
-    def __init__(self, next_state_table):
+    def __init__(self, next_state_table: TensorLike) -> None:
         value = tf.get_static_value(tf.convert_to_tensor(next_state_table))
         if value is None:
             raise ValueError("next_state_table must be a constant (numpy) table")
@@ -177,10 +191,10 @@ class NextStateTable(_TableContext):
             )
         super().__init__(value)
 
-    def start(self):
+    def start(self) -> int:
         return 0
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"next_state_table": self._table_np.tolist()}
 
 
@@ -195,7 +209,7 @@ class FullNGram(_TableContext):
     keeping its last context_size labels. Start state: 0.
     """
 
-    def __init__(self, vocab_size, context_size):
+    def __init__(self, vocab_size: int, context_size: int) -> None:
         for name, value, low in (
             ("vocab_size", vocab_size, 1),
             ("context_size", context_size, 0),
@@ -218,15 +232,18 @@ class FullNGram(_TableContext):
             table[self._offsets[k] : self._offsets[k + 1]] = target
         super().__init__(table)
 
-    def start(self):
+    def start(self) -> int:
         return 0
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"vocab_size": self.vocab_size, "context_size": self.context_size}
 
-    def forward_reduce(self, weights, semiring):
-        """The arcs into n-grams of length k + 1 < N are one per state (reshape);
-        full n-grams also gather the V full n-grams that share their suffix."""
+    def forward_reduce(self, weights: Any, semiring: Semiring) -> Any:
+        """As ContextDependency.forward_reduce, by n-gram length.
+
+        The arcs into n-grams of length k + 1 < N are one per state (reshape);
+        full n-grams also gather the V full n-grams that share their suffix.
+        """
         V, N, off = self.vocab_size, self.context_size, self._offsets
         leaves = tf.nest.flatten(weights)
         batch = tf.shape(leaves[0])[:-2]

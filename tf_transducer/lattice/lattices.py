@@ -25,6 +25,9 @@ lies at or past num_labels is ignored), num_labels [B]; C context states,
 V labels, A frame-local alignment states.
 """
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -32,14 +35,18 @@ import tensorflow as tf
 from tf_transducer.lattice import semirings
 from tf_transducer.lattice.alignments import TimeSyncAlignmentLattice
 from tf_transducer.lattice.contexts import ContextDependency
+from tf_transducer.lattice.semirings import Semiring
 from tf_transducer.lattice.weight_fns import (
     LocallyNormalizedWeightFn,
     WeightFn,
     WeightFnCacher,
 )
 
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+Lift: TypeAlias = Callable[[tf.Tensor], Any]
 
-def _make(factory, context, kind, name):
+
+def _make(factory: Any, context: ContextDependency, kind: type, name: str) -> Any:
     made = factory if isinstance(factory, kind) else None
     if made is None and callable(factory):
         made = factory(context)
@@ -51,19 +58,26 @@ def _make(factory, context, kind, name):
     return made
 
 
-def _map(fn, *values):
+def _map(fn: Callable[..., Any], *values: Any) -> Any:
     return tf.nest.map_structure(fn, *values)
 
 
-def _time_major(x):
+def _time_major(x: Any) -> Any:
     """[B, T, ...] -> [T, B, ...] for every leaf."""
     return _map(lambda v: tf.transpose(v, [1, 0] + list(range(2, v.shape.rank))), x)
 
 
-def _reverse_fold(step, elems, init, out_spec):
-    """Runs step(carry, x) -> (carry, y) over time-major elems from the last
-    to the first; returns (final carry, the ys stacked in time order).
-    out_spec: a tf.TensorSpec of one y."""
+def _reverse_fold(
+    step: Callable[[Any, Any], tuple[Any, tf.Tensor]],
+    elems: Any,
+    init: Any,
+    out_spec: tf.TensorSpec,
+) -> tuple[Any, tf.Tensor]:
+    """Runs step(carry, x) -> (carry, y) over time-major elems, last to first.
+
+    Returns (final carry, the ys stacked in time order). out_spec: a
+    tf.TensorSpec of one y.
+    """
     total = tf.shape(tf.nest.flatten(elems)[0])[0]
     outputs = tf.TensorArray(out_spec.dtype, size=total, element_shape=out_spec.shape)
 
@@ -78,9 +92,12 @@ def _reverse_fold(step, elems, init, out_spec):
     return carry, outputs.stack()
 
 
-def _checked_lengths(lengths, padded, name):
-    """int32 lengths [B], checked to be integers in [0, padded's axis 1] and
-    one per row of padded (InvalidArgumentError naming them otherwise)."""
+def _checked_lengths(lengths: tf.Tensor, padded: tf.Tensor, name: str) -> tf.Tensor:
+    """int32 lengths [B], checked against padded.
+
+    They must be integers in [0, padded's axis 1], one per row of padded
+    (InvalidArgumentError naming them otherwise).
+    """
     if not lengths.dtype.is_integer:
         raise ValueError(f"{name} must be integers, got {lengths.dtype.name}")
     lengths = tf.cast(lengths, tf.int32)
@@ -101,7 +118,7 @@ def _checked_lengths(lengths, padded, name):
         return tf.identity(lengths)
 
 
-def _lift_for(semiring, lift):
+def _lift_for(semiring: Semiring, lift: Lift | None) -> Lift:
     if lift is not None:
         return lift
     if semiring is semirings.Real:
@@ -116,8 +133,9 @@ def _lift_for(semiring, lift):
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
 class RecognitionLattice(keras.layers.Layer):
-    """A recognition lattice: context dependency x alignment lattice, with arc
-    weights from a weight function (a Keras layer).
+    """A recognition lattice: context dependency x alignment lattice.
+
+    Its arc weights come from a weight function (a Keras layer).
 
     Calling the layer gives the loss -log P(labels | frames) [B].
 
@@ -137,26 +155,31 @@ class RecognitionLattice(keras.layers.Layer):
 
     def __init__(
         self,
-        context,
-        alignment,
-        weight_fn_cacher_factory,
-        weight_fn_factory,
-        frame_by_frame=True,
-        **kwargs,
-    ):
+        context: ContextDependency | dict[str, Any],
+        alignment: TimeSyncAlignmentLattice | dict[str, Any],
+        weight_fn_cacher_factory: WeightFnCacher
+        | Callable[[ContextDependency], WeightFnCacher]
+        | dict[str, Any],
+        weight_fn_factory: WeightFn
+        | Callable[[ContextDependency], WeightFn]
+        | dict[str, Any],
+        frame_by_frame: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.frame_by_frame = bool(frame_by_frame)
         # A saved lattice comes back as the configs of its parts.
+        parts: tuple[Any, ...] = (
+            context,
+            alignment,
+            weight_fn_cacher_factory,
+            weight_fn_factory,
+        )
         context, alignment, weight_fn_cacher_factory, weight_fn_factory = (
             keras.saving.deserialize_keras_object(part)
             if isinstance(part, dict)
             else part
-            for part in (
-                context,
-                alignment,
-                weight_fn_cacher_factory,
-                weight_fn_factory,
-            )
+            for part in parts
         )
         if not isinstance(context, ContextDependency):
             raise ValueError(f"context must be a ContextDependency, got {context!r}")
@@ -176,15 +199,18 @@ class RecognitionLattice(keras.layers.Layer):
         )
         self.num_context_states, self.vocab_size = context.shape()
 
-    def build(self, frames_shape, *unused_shapes):
+    def build(self, frames_shape: Sequence[int | None], *unused_shapes: Any) -> None:
         """Builds the weight function for frames [..., F] (one dummy frame)."""
         if not self.weight_fn.built or not self.weight_fn_cacher.built:
             self.weight_fn(self.build_cache(), tf.zeros([1, frames_shape[-1]]))
         self.built = True
 
-    def get_config(self):
-        """The parts' configs; a lattice made from factories is saved as the
-        layers they made (factories themselves are not saved)."""
+    def get_config(self) -> dict[str, Any]:
+        """The parts' configs.
+
+        A lattice made from factories is saved as the layers they made
+        (factories themselves are not saved).
+        """
         config = super().get_config()
         config.update(
             context=keras.saving.serialize_keras_object(self.context),
@@ -198,15 +224,21 @@ class RecognitionLattice(keras.layers.Layer):
         return config
 
     @property
-    def locally_normalized(self):
+    def locally_normalized(self) -> bool:
         return isinstance(self.weight_fn, LocallyNormalizedWeightFn)
 
-    def build_cache(self):
+    def build_cache(self) -> Any:
         """The weight function's cache (computed once; pass it as cache=)."""
         return self.weight_fn_cacher(None)
 
     # ----------------------------------------------------------------- checks
-    def _check(self, frames, num_frames, labels=None, num_labels=None):
+    def _check(
+        self,
+        frames: TensorLike,
+        num_frames: TensorLike,
+        labels: TensorLike | None = None,
+        num_labels: TensorLike | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None, tf.Tensor | None]:
         frames = tf.convert_to_tensor(frames)
         num_frames = tf.convert_to_tensor(num_frames)
         if frames.shape.rank != 3:
@@ -292,8 +324,13 @@ class RecognitionLattice(keras.layers.Layer):
         )
 
     def forward(
-        self, frames, num_frames, semiring=semirings.Log, cache=None, lift=None
-    ):
+        self,
+        frames: TensorLike,
+        num_frames: TensorLike,
+        semiring: Semiring = semirings.Log,
+        cache: Any = None,
+        lift: Lift | None = None,
+    ) -> Any:
         """The sum of all paths' weights in `semiring`: [B].
 
         lift maps log weights to semiring values (default: exp for Real, the
@@ -327,14 +364,14 @@ class RecognitionLattice(keras.layers.Layer):
 
     def string_forward(
         self,
-        frames,
-        num_frames,
-        labels,
-        num_labels,
-        semiring=semirings.Log,
-        cache=None,
-        lift=None,
-    ):
+        frames: TensorLike,
+        num_frames: TensorLike,
+        labels: TensorLike,
+        num_labels: TensorLike,
+        semiring: Semiring = semirings.Log,
+        cache: Any = None,
+        lift: Lift | None = None,
+    ) -> Any:
         """The sum of the weights of the paths that spell labels: [B]."""
         checked = self._check(frames, num_frames, labels, num_labels)
         return self._string_forward(*checked, semiring, cache, lift)
@@ -359,9 +396,13 @@ class RecognitionLattice(keras.layers.Layer):
         alpha = self._scan(step, alpha0, (blank, lexical), num_frames)
         return _map(lambda a: tf.gather(a, num_labels, batch_dims=1), alpha)
 
-    def _string_weights(self, frames, labels, num_labels, cache):
-        """Log weights [B, T, U + 1] of the string's states: blank, and the
-        label that follows each state (-inf at and past num_labels)."""
+    def _string_weights(
+        self, frames: tf.Tensor, labels: tf.Tensor, num_labels: tf.Tensor, cache: Any
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Log weights [B, T, U + 1] of the string's states.
+
+        (blank, the label that follows each state, -inf at and past num_labels).
+        """
         states = self.context.walk_states(labels)  # [B, U + 1]
         steps = tf.shape(frames)[1]
         states_bt = tf.broadcast_to(
@@ -378,7 +419,15 @@ class RecognitionLattice(keras.layers.Layer):
         return blank, picked
 
     # ---------------------------------------------------------------- loss
-    def __call__(self, frames, num_frames, labels, num_labels, cache=None, **kwargs):
+    def __call__(
+        self,
+        frames: TensorLike,
+        num_frames: TensorLike,
+        labels: TensorLike,
+        num_labels: TensorLike,
+        cache: Any = None,
+        **kwargs: Any,
+    ) -> tf.Tensor:
         # Keras wants tensors as positional arguments: lists of lengths are fine.
         args = [
             tf.convert_to_tensor(a) if isinstance(a, (list, tuple, np.ndarray)) else a
@@ -386,7 +435,14 @@ class RecognitionLattice(keras.layers.Layer):
         ]
         return super().__call__(*args, cache=cache, **kwargs)
 
-    def call(self, frames, num_frames, labels, num_labels, cache=None):
+    def call(
+        self,
+        frames: TensorLike,
+        num_frames: TensorLike,
+        labels: TensorLike,
+        num_labels: TensorLike,
+        cache: Any = None,
+    ) -> tf.Tensor:
         """-log P(labels | frames): [B]."""
         frames, num_frames, labels, num_labels = self._check(
             frames, num_frames, labels, num_labels
@@ -403,10 +459,15 @@ class RecognitionLattice(keras.layers.Layer):
         blank, lexical = self._weights(frames, cache)
         return self._log_partition(blank, lexical, num_frames) - numerator
 
-    def _log_partition_by_frame(self, frames, num_frames, cache):
-        """log Z [B] with the weights of one frame at a time; its gradient
-        (frames, cache and the weight function's variables) recomputes each
-        frame's weights and pulls the arc marginals back through them."""
+    def _log_partition_by_frame(
+        self, frames: tf.Tensor, num_frames: tf.Tensor, cache: Any
+    ) -> tf.Tensor:
+        """log Z [B] with the weights of one frame at a time.
+
+        Its gradient (frames, cache and the weight function's variables)
+        recomputes each frame's weights and pulls the arc marginals back
+        through them.
+        """
         n, log = self.alignment.num_states(), semirings.Log
         has_cache = cache is not None
         cache_in = cache if has_cache else tf.zeros([0])
@@ -509,9 +570,18 @@ class RecognitionLattice(keras.layers.Layer):
         final = tf.cond(tf.shape(after)[0] > 0, lambda: after[-1], lambda: alpha0)
         return log.sum(final, axis=-1), before
 
-    def _marginals(self, blank, lexical, num_frames, alphas, log_z):
-        """Backward pass: (beta of the start [B, C], blank marginals
-        [B, T, A, C], lexical marginals [B, T, A, C, V])."""
+    def _marginals(
+        self,
+        blank: tf.Tensor,
+        lexical: tf.Tensor,
+        num_frames: tf.Tensor,
+        alphas: tf.Tensor,
+        log_z: tf.Tensor,
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Backward pass: (beta of the start, blank marginals, lexical marginals).
+
+        Shapes: [B, C], [B, T, A, C] and [B, T, A, C, V].
+        """
         n = self.alignment.num_states()
         total = tf.shape(blank)[1]
         valid = tf.range(total)[:, None] < num_frames[None]  # [T, B]
@@ -546,7 +616,9 @@ class RecognitionLattice(keras.layers.Layer):
         lexical_m = tf.transpose(lexical_m, [2, 0, 1, 3, 4])
         return start_beta, blank_m, lexical_m
 
-    def backward(self, frames, num_frames, cache=None):
+    def backward(
+        self, frames: TensorLike, num_frames: TensorLike, cache: Any = None
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Arc marginals of the Log-semiring lattice.
 
         Returns:
@@ -564,7 +636,9 @@ class RecognitionLattice(keras.layers.Layer):
         return log_z, blank_m, lexical_m
 
     # -------------------------------------------------------- shortest path
-    def shortest_path(self, frames, num_frames, cache=None):
+    def shortest_path(
+        self, frames: TensorLike, num_frames: TensorLike, cache: Any = None
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """The best path (max-tropical): its alignment labels and weight.
 
         Returns:

@@ -23,7 +23,12 @@ largest, the first one (lowest index; `a` in `plus(a, b)`) on a tie, so the
 gradient of a max-tropical path sum marks exactly one path.
 """
 
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
 import tensorflow as tf
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 class Semiring:
@@ -32,30 +37,30 @@ class Semiring:
     Subclasses leave out what they cannot do (e.g. `Expectation.prod`).
     """
 
-    def zeros(self, shape, dtype=None):
+    def zeros(self, shape: TensorLike, dtype: Any = None) -> Any:
         """The semiring zero in `shape` (dtype: one dtype, or one per leaf)."""
         raise NotImplementedError
 
-    def ones(self, shape, dtype=None):
+    def ones(self, shape: TensorLike, dtype: Any = None) -> Any:
         """The semiring one in `shape`."""
         raise NotImplementedError
 
-    def times(self, a, b):
+    def times(self, a: Any, b: Any) -> Any:
         raise NotImplementedError
 
-    def plus(self, a, b):
+    def plus(self, a: Any, b: Any) -> Any:
         raise NotImplementedError
 
-    def prod(self, a, axis):
+    def prod(self, a: Any, axis: int) -> Any:
         """Semiring product along one axis."""
         raise NotImplementedError
 
-    def sum(self, a, axis):
+    def sum(self, a: Any, axis: int) -> Any:
         """Semiring sum along one axis."""
         raise NotImplementedError
 
 
-def _check_axis(a, axis):
+def _check_axis(a: tf.Tensor, axis: int) -> int:
     if not isinstance(axis, int):
         raise ValueError(f"axis must be an int, got {axis!r}")
     rank = a.shape.rank
@@ -64,11 +69,11 @@ def _check_axis(a, axis):
     return axis % rank
 
 
-def _dtype(dtype):
+def _dtype(dtype: Any) -> tf.DType:
     return tf.float32 if dtype is None else tf.as_dtype(dtype)
 
 
-def _broadcast(a, b):
+def _broadcast(a: TensorLike, b: TensorLike) -> tuple[tf.Tensor, tf.Tensor]:
     a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
     shape = tf.broadcast_dynamic_shape(tf.shape(a), tf.shape(b))
     return tf.broadcast_to(a, shape), tf.broadcast_to(b, shape)
@@ -77,25 +82,25 @@ def _broadcast(a, b):
 class _Real(Semiring):
     """Ordinary (+, x) on real numbers."""
 
-    def zeros(self, shape, dtype=None):
+    def zeros(self, shape: TensorLike, dtype: Any = None) -> Any:
         return tf.zeros(shape, _dtype(dtype))
 
-    def ones(self, shape, dtype=None):
+    def ones(self, shape: TensorLike, dtype: Any = None) -> Any:
         return tf.ones(shape, _dtype(dtype))
 
-    def times(self, a, b):
+    def times(self, a: Any, b: Any) -> Any:
         return a * b
 
-    def plus(self, a, b):
+    def plus(self, a: Any, b: Any) -> Any:
         return a + b
 
-    def prod(self, a, axis):
+    def prod(self, a: Any, axis: int) -> Any:
         return tf.reduce_prod(a, axis=_check_axis(a, axis))
 
-    def sum(self, a, axis):
+    def sum(self, a: Any, axis: int) -> Any:
         return tf.reduce_sum(a, axis=_check_axis(a, axis))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Real"
 
 
@@ -134,29 +139,29 @@ def _logsumexp(a, axis):
 class _LogDomain(Semiring):
     """Weights kept as logs: zero is -inf, one is 0, times is +."""
 
-    def zeros(self, shape, dtype=None):
+    def zeros(self, shape: TensorLike, dtype: Any = None) -> Any:
         return tf.fill(shape, tf.constant(float("-inf"), _dtype(dtype)))
 
-    def ones(self, shape, dtype=None):
+    def ones(self, shape: TensorLike, dtype: Any = None) -> Any:
         return tf.zeros(shape, _dtype(dtype))
 
-    def times(self, a, b):
+    def times(self, a: Any, b: Any) -> Any:
         return a + b
 
-    def prod(self, a, axis):
+    def prod(self, a: Any, axis: int) -> Any:
         return tf.reduce_sum(a, axis=_check_axis(a, axis))
 
 
 class _Log(_LogDomain):
     """(logaddexp, +) on log weights."""
 
-    def plus(self, a, b):
+    def plus(self, a: Any, b: Any) -> Any:
         return _logaddexp(*_broadcast(a, b))
 
-    def sum(self, a, axis):
+    def sum(self, a: Any, axis: int) -> Any:
         return _logsumexp(a, _check_axis(a, axis))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Log"
 
 
@@ -198,17 +203,17 @@ def _max(a, axis):
 class _MaxTropical(_LogDomain):
     """(max, +) on log weights."""
 
-    def plus(self, a, b):
+    def plus(self, a: Any, b: Any) -> Any:
         return _maximum(*_broadcast(a, b))
 
-    def sum(self, a, axis):
+    def sum(self, a: Any, axis: int) -> Any:
         axis = _check_axis(a, axis)
         empty = tf.equal(tf.shape(a)[axis], 0)
         # reduce_max of nothing gives the dtype's lowest finite value: make it -inf.
         value = _max(a, axis)
         return tf.where(empty, tf.constant(float("-inf"), a.dtype), value)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "MaxTropical"
 
 
@@ -217,7 +222,7 @@ Log = _Log()
 MaxTropical = _MaxTropical()
 
 
-def _per_leaf(dtype, count):
+def _per_leaf(dtype: Any, count: int) -> tuple[Any, ...]:
     if isinstance(dtype, (tuple, list)):
         if len(dtype) != count:
             raise ValueError(f"dtype must have {count} entries, got {dtype!r}")
@@ -226,39 +231,47 @@ def _per_leaf(dtype, count):
 
 
 class Cartesian(Semiring):
-    """The product of two semirings: values (x value, y value), operations
-    applied to each side."""
+    """The product of two semirings.
 
-    def __init__(self, x, y):
+    Values are (x value, y value); operations apply to each side.
+
+    Args:
+      x: the semiring of the first side.
+      y: the semiring of the second side.
+    """
+
+    def __init__(self, x: Semiring, y: Semiring) -> None:
         self.x, self.y = x, y
 
-    def zeros(self, shape, dtype=None):
+    def zeros(self, shape: TensorLike, dtype: Any = None) -> Any:
         dx, dy = _per_leaf(dtype, 2)
         return self.x.zeros(shape, dx), self.y.zeros(shape, dy)
 
-    def ones(self, shape, dtype=None):
+    def ones(self, shape: TensorLike, dtype: Any = None) -> Any:
         dx, dy = _per_leaf(dtype, 2)
         return self.x.ones(shape, dx), self.y.ones(shape, dy)
 
-    def times(self, a, b):
+    def times(self, a: Any, b: Any) -> Any:
         return self.x.times(a[0], b[0]), self.y.times(a[1], b[1])
 
-    def plus(self, a, b):
+    def plus(self, a: Any, b: Any) -> Any:
         return self.x.plus(a[0], b[0]), self.y.plus(a[1], b[1])
 
-    def prod(self, a, axis):
+    def prod(self, a: Any, axis: int) -> Any:
         return self.x.prod(a[0], axis), self.y.prod(a[1], axis)
 
-    def sum(self, a, axis):
+    def sum(self, a: Any, axis: int) -> Any:
         return self.x.sum(a[0], axis), self.y.sum(a[1], axis)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Cartesian({self.x!r}, {self.y!r})"
 
 
 class Expectation(Semiring):
-    """Eisner's expectation semiring: values (w, x), a weight w (semiring `w`)
-    and a weighted sum x (semiring `x`); `w_to_x` maps weights into `x`.
+    """Eisner's expectation semiring.
+
+    Values are (w, x), a weight w (semiring `w`) and a weighted sum x
+    (semiring `x`); `w_to_x` maps weights into `x`.
 
         (w1, x1) * (w2, x2) = (w1 w2, w1 x2 + w2 x1)
         (w1, x1) + (w2, x2) = (w1 + w2, x1 + x2)
@@ -268,12 +281,17 @@ class Expectation(Semiring):
     `LogLogExpectation`, the entropy numerator.
     """
 
-    def __init__(self, w, x, w_to_x):
+    def __init__(
+        self, w: Semiring, x: Semiring, w_to_x: Callable[[tf.Tensor], tf.Tensor]
+    ) -> None:
         self.w, self.x, self.w_to_x = w, x, w_to_x
 
-    def weighted(self, w, v):
-        """The value of weight w carrying value v: (w, w_to_x(w) * v); where w
-        is the zero, the value is the x zero whatever v is (so 0 log 0 = 0)."""
+    def weighted(self, w: TensorLike, v: TensorLike) -> tuple[tf.Tensor, tf.Tensor]:
+        """The value of weight w carrying value v: (w, w_to_x(w) * v).
+
+        Where w is the zero, the value is the x zero whatever v is (so
+        0 log 0 = 0).
+        """
         w = tf.convert_to_tensor(w)
         v = tf.convert_to_tensor(v, w.dtype)
         is_zero = tf.equal(w, self.w.zeros([], w.dtype))
@@ -281,28 +299,28 @@ class Expectation(Semiring):
         x = self.x.times(self.w_to_x(w), safe_v)
         return w, tf.where(is_zero, self.x.zeros(tf.shape(x), x.dtype), x)
 
-    def zeros(self, shape, dtype=None):
+    def zeros(self, shape: TensorLike, dtype: Any = None) -> Any:
         dw, dx = _per_leaf(dtype, 2)
         return self.w.zeros(shape, dw), self.x.zeros(shape, dx)
 
-    def ones(self, shape, dtype=None):
+    def ones(self, shape: TensorLike, dtype: Any = None) -> Any:
         dw, dx = _per_leaf(dtype, 2)
         return self.w.ones(shape, dw), self.x.zeros(shape, dx)
 
-    def times(self, a, b):
+    def times(self, a: Any, b: Any) -> Any:
         (wa, xa), (wb, xb) = a, b
         x = self.x.plus(
             self.x.times(self.w_to_x(wa), xb), self.x.times(self.w_to_x(wb), xa)
         )
         return self.w.times(wa, wb), x
 
-    def plus(self, a, b):
+    def plus(self, a: Any, b: Any) -> Any:
         return self.w.plus(a[0], b[0]), self.x.plus(a[1], b[1])
 
-    def sum(self, a, axis):
+    def sum(self, a: Any, axis: int) -> Any:
         return self.w.sum(a[0], axis), self.x.sum(a[1], axis)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Expectation({self.w!r}, {self.x!r})"
 
 
@@ -311,7 +329,7 @@ LogLogExpectation = Expectation(Log, Log, lambda w: w)
 weighted values must be >= 0 (their logs are stored)."""
 
 
-def value_shape(x):
+def value_shape(x: Any) -> tf.TensorShape:
     """The common shape of the leaves of a semiring value (a TensorShape)."""
     leaves = tf.nest.flatten(x)
     shapes = [tf.convert_to_tensor(leaf).shape for leaf in leaves]
@@ -323,6 +341,6 @@ def value_shape(x):
     return shapes[0]
 
 
-def value_dtype(x):
+def value_dtype(x: Any) -> Any:
     """The dtypes of a semiring value, in its structure."""
     return tf.nest.map_structure(lambda leaf: tf.convert_to_tensor(leaf).dtype, x)

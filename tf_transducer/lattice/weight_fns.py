@@ -15,14 +15,19 @@ state int [..., K]: blank [..., K], lexical [..., K, V]. Weights are log
 weights (Log / MaxTropical semirings).
 """
 
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
 import keras
 import numpy as np
 import tensorflow as tf
 
 _PACKAGE = "tf_transducer"
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+Normalizer: TypeAlias = Callable[[TensorLike, TensorLike], tuple[tf.Tensor, tf.Tensor]]
 
 
-def _select_states(weights, state):
+def _select_states(weights: tf.Tensor, state: TensorLike | None) -> tf.Tensor:
     """weights [..., C, X] at state [..., K] -> [..., K, X]."""
     if state is None:
         return weights
@@ -31,19 +36,24 @@ def _select_states(weights, state):
     return tf.gather(weights, state, axis=rank - 1, batch_dims=rank - 1)
 
 
-def _check_sizes(**minimum_and_value):
+def _check_sizes(**minimum_and_value: tuple[int, Any]) -> None:
     """ValueError unless each value is an int >= its minimum: name=(low, value)."""
     for name, (low, value) in minimum_and_value.items():
         if not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
-def hat_normalize(blank, lexical):
-    """HAT's local normalisation: P(blank) = sigmoid(blank); labels share the
-    rest by a softmax: log P(y) = log(1 - sigmoid(blank)) + log_softmax(lexical)_y.
+def hat_normalize(
+    blank: TensorLike, lexical: TensorLike
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """HAT's local normalisation: P(blank) = sigmoid(blank), labels share the rest.
+
+    The labels share it by a softmax:
+    log P(y) = log(1 - sigmoid(blank)) + log_softmax(lexical)_y.
 
     Args:
-      blank: [...]; lexical: [..., V].
+      blank: [...] blank weights.
+      lexical: [..., V] label weights.
 
     Returns:
       normalised (blank [...], lexical [..., V]) log-probabilities.
@@ -56,7 +66,9 @@ def hat_normalize(blank, lexical):
     )
 
 
-def log_softmax_normalize(blank, lexical):
+def log_softmax_normalize(
+    blank: TensorLike, lexical: TensorLike
+) -> tuple[tf.Tensor, tf.Tensor]:
     """One log-softmax over [blank, labels]: (blank [...], lexical [..., V])."""
     blank = tf.convert_to_tensor(blank)
     lexical = tf.convert_to_tensor(lexical, blank.dtype)
@@ -64,20 +76,25 @@ def log_softmax_normalize(blank, lexical):
     return both[..., 0], both[..., 1:]
 
 
-_NORMALIZERS = {"hat": hat_normalize, "log_softmax": log_softmax_normalize}
+_NORMALIZERS: dict[str, Normalizer] = {
+    "hat": hat_normalize,
+    "log_softmax": log_softmax_normalize,
+}
 
 
 class WeightFnCacher(keras.layers.Layer):
     """Interface: `call(inputs=None)` returns the cache (call it as `cacher(None)`)."""
 
-    def call(self, inputs=None):
+    def call(self, inputs: Any = None) -> Any:
         raise NotImplementedError
 
 
 class WeightFn(keras.layers.Layer):
     """Interface: `call(cache, frame, state=None)` returns (blank, lexical)."""
 
-    def call(self, cache, frame, state=None):
+    def call(
+        self, cache: Any, frame: TensorLike, state: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         raise NotImplementedError
 
 
@@ -85,7 +102,7 @@ class WeightFn(keras.layers.Layer):
 class NullCacher(WeightFnCacher):
     """A cacher with nothing to cache (for TableWeightFn)."""
 
-    def call(self, inputs=None):
+    def call(self, inputs: Any = None) -> None:
         return None
 
 
@@ -93,7 +110,9 @@ class NullCacher(WeightFnCacher):
 class SharedEmbCacher(WeightFnCacher):
     """A trained embedding per context state: [num_context_states, embedding_size]."""
 
-    def __init__(self, num_context_states, embedding_size, **kwargs):
+    def __init__(
+        self, num_context_states: int, embedding_size: int, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         _check_sizes(
             num_context_states=(1, num_context_states),
@@ -102,17 +121,17 @@ class SharedEmbCacher(WeightFnCacher):
         self.num_context_states = num_context_states
         self.embedding_size = embedding_size
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Any = None) -> None:
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.num_context_states, self.embedding_size),
             initializer=keras.initializers.RandomNormal(stddev=1.0),
         )
 
-    def call(self, inputs=None):
+    def call(self, inputs: Any = None) -> tf.Tensor:
         return tf.convert_to_tensor(self.embeddings)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             num_context_states=self.num_context_states,
@@ -121,9 +140,11 @@ class SharedEmbCacher(WeightFnCacher):
         return config
 
 
-def ngram_context_labels(vocab_size, context_size):
-    """int32 [num_states, max(context_size, 1)]: each FullNGram state's
-    labels, oldest first, left-padded with 0 (the sentence start)."""
+def ngram_context_labels(vocab_size: int, context_size: int) -> np.ndarray:
+    """int32 [num_states, max(context_size, 1)]: each FullNGram state's labels.
+
+    The labels are oldest first, left-padded with 0 (the sentence start).
+    """
     width = max(context_size, 1)
     rows = [np.zeros([1, width], np.int32)]
     for k in range(1, context_size + 1):
@@ -149,13 +170,13 @@ class SharedRNNCacher(WeightFnCacher):
 
     def __init__(
         self,
-        vocab_size,
-        context_size,
-        rnn_size,
-        rnn_embedding_size,
-        rnn_cell=None,
-        **kwargs,
-    ):
+        vocab_size: int,
+        context_size: int,
+        rnn_size: int,
+        rnn_embedding_size: int,
+        rnn_cell: keras.layers.Layer | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         _check_sizes(
             vocab_size=(1, vocab_size),
@@ -172,14 +193,14 @@ class SharedRNNCacher(WeightFnCacher):
         self.rnn = keras.layers.RNN(self.rnn_cell)
         self._labels = ngram_context_labels(vocab_size, context_size)
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Any = None) -> None:
         self.embedding.build((None, None))
         self.rnn.build((None, self._labels.shape[1], self.rnn_embedding_size))
 
-    def call(self, inputs=None):
+    def call(self, inputs: Any = None) -> tf.Tensor:
         return self.rnn(self.embedding(tf.constant(self._labels)))
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             vocab_size=self.vocab_size,
@@ -193,14 +214,16 @@ class SharedRNNCacher(WeightFnCacher):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class JointWeightFn(WeightFn):
-    """Frame and context embedding, each projected to hidden_size, added,
-    tanh, then projected to 1 + vocab_size weights (blank first).
+    """A joiner: frame and context embedding to 1 + vocab_size weights (blank first).
+
+    Each embedding is projected to hidden_size; they are added, go through
+    tanh, then are projected to the 1 + vocab_size weights.
 
     The cache is a context embedding table [C, E] (`SharedEmbCacher`,
     `SharedRNNCacher`, or any cacher that makes one).
     """
 
-    def __init__(self, vocab_size, hidden_size, **kwargs):
+    def __init__(self, vocab_size: int, hidden_size: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _check_sizes(vocab_size=(1, vocab_size), hidden_size=(1, hidden_size))
         self.vocab_size, self.hidden_size = vocab_size, hidden_size
@@ -210,12 +233,16 @@ class JointWeightFn(WeightFn):
         )
         self.output_projection = keras.layers.Dense(1 + vocab_size, name="output")
 
-    def build(self, cache_shape, frame_shape, state_shape=None):
+    def build(
+        self, cache_shape: Any, frame_shape: Any, state_shape: Any = None
+    ) -> None:
         self.frame_projection.build(frame_shape)
         self.context_projection.build(cache_shape)
         self.output_projection.build((None, self.hidden_size))
 
-    def call(self, cache, frame, state=None):
+    def call(
+        self, cache: Any, frame: TensorLike, state: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         context = self.context_projection(cache)  # [C, H]
         if state is not None:
             context = tf.gather(context, tf.cast(state, tf.int32))
@@ -223,7 +250,7 @@ class JointWeightFn(WeightFn):
         weights = self.output_projection(hidden)
         return weights[..., 0], weights[..., 1:]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size)
         return config
@@ -231,8 +258,10 @@ class JointWeightFn(WeightFn):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class LocallyNormalizedWeightFn(WeightFn):
-    """Any weight function made locally normalised: at every state the
-    weights are log-probabilities (exp(blank) + sum(exp(lexical)) = 1).
+    """Any weight function made locally normalised.
+
+    At every state the weights are log-probabilities
+    (exp(blank) + sum(exp(lexical)) = 1).
 
     A `RecognitionLattice` with one of these skips the denominator.
 
@@ -242,7 +271,12 @@ class LocallyNormalizedWeightFn(WeightFn):
         names "hat" / "log_softmax".
     """
 
-    def __init__(self, weight_fn, normalize=hat_normalize, **kwargs):
+    def __init__(
+        self,
+        weight_fn: WeightFn | dict[str, Any],
+        normalize: Normalizer | str = hat_normalize,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if isinstance(weight_fn, dict):
             weight_fn = keras.saving.deserialize_keras_object(weight_fn)
@@ -259,10 +293,12 @@ class LocallyNormalizedWeightFn(WeightFn):
             raise ValueError(f"normalize must be callable, got {normalize!r}")
         self.weight_fn, self.normalize = weight_fn, normalize
 
-    def call(self, cache, frame, state=None):
+    def call(
+        self, cache: Any, frame: TensorLike, state: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         return self.normalize(*self.weight_fn(cache, frame, state))
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         names = {fn: name for name, fn in _NORMALIZERS.items()}
         if self.normalize not in names:
             raise ValueError("only the built-in normalize functions can be saved")
@@ -283,7 +319,7 @@ class TableWeightFn(WeightFn):
     labels at [..., 1:].
     """
 
-    def __init__(self, table, **kwargs):
+    def __init__(self, table: TensorLike, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         table = tf.convert_to_tensor(table)
         if table.shape.rank not in (3, 4) or table.shape[-1] < 2:
@@ -294,7 +330,9 @@ class TableWeightFn(WeightFn):
             )
         self.table = table
 
-    def call(self, cache, frame, state=None):
+    def call(
+        self, cache: Any, frame: TensorLike, state: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         del cache
         index = tf.cast(frame[..., 0], tf.int32)
         if self.table.shape.rank == 3:
@@ -305,7 +343,7 @@ class TableWeightFn(WeightFn):
         weights = _select_states(weights, state)
         return weights[..., 0], weights[..., 1:]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(table=np.asarray(self.table).tolist())
         return config

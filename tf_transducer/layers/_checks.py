@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Argument checks shared by the layers: constructor values and lengths."""
+"""What the layers share: argument checks, lengths, output shapes and specs."""
 
+import keras
 import tensorflow as tf
 
 from tf_transducer.ops._validation import first_bad, require
@@ -59,8 +60,10 @@ def check_non_negative_int(name, value):
 
 
 class ListLengths:
-    """Mixin for (values, lengths) layers: lengths may be a Python list or
-    tuple (Keras takes only tensors as positional arguments)."""
+    """Mixin for (values, lengths) layers: lengths may be a Python list or tuple.
+
+    Keras takes only tensors as positional arguments.
+    """
 
     def __call__(self, values, *args, **kwargs):
         if args and isinstance(args[0], (list, tuple)):
@@ -68,3 +71,21 @@ class ListLengths:
         if isinstance(kwargs.get("lengths"), (list, tuple)):
             kwargs["lengths"] = tf.convert_to_tensor(kwargs["lengths"])
         return super().__call__(values, *args, **kwargs)
+
+
+class TracedOutputSpec:
+    """Mixin: symbolic calls trace `call`, though the layer has compute_output_shape.
+
+    Keras would otherwise make the symbolic outputs from compute_output_shape:
+    all in the compute dtype (int32 lengths as floats), and calling it with
+    keywords named after `call`'s arguments, where a layer without a `build`
+    of its own must take `input_shape` (what Keras's summary passes it).
+    """
+
+    def compute_output_spec(self, *args, **kwargs):
+        return keras.Operation.compute_output_spec(self, *args, **kwargs)
+
+
+def ceil_div(size, divisor):
+    """ceil(size / divisor) of a static dimension; None stays None."""
+    return None if size is None else -(-size // divisor)

@@ -29,8 +29,10 @@ def frame_count(lengths, frame_length, frame_step):
 
 
 def zero_after(x, lengths):
-    """x [B, T, ...] with frames t >= lengths[b] set to 0 (selected, not
-    multiplied: NaN or inf in the padding does not leak)."""
+    """x [B, T, ...] with frames t >= lengths[b] set to 0.
+
+    Selected, not multiplied: NaN or inf in the padding does not leak.
+    """
     mask = tf.sequence_mask(lengths, tf.shape(x)[1])
     mask = tf.reshape(mask, tf.concat([tf.shape(mask), [1] * (x.shape.rank - 2)], 0))
     return tf.where(mask, x, tf.zeros_like(x))
@@ -108,8 +110,11 @@ def band_mapped_mel_weights(num_bins, sample_rate, channels, f_lower, f_upper):
 
 
 def mfcc_dct(n_in, n_out):
-    """[n_in, n_out]: sqrt(2 / n_in) cos(pi / n_in * (j + 0.5) * i), the DCT-II of
-    TensorFlow's Mfcc op (no separate scaling of coefficient 0)."""
+    """[n_in, n_out]: the DCT-II of TensorFlow's Mfcc op.
+
+    sqrt(2 / n_in) cos(pi / n_in * (j + 0.5) * i), with no separate scaling of
+    coefficient 0.
+    """
     j = np.arange(n_in)[:, None]
     i = np.arange(n_out)[None, :]
     return math.sqrt(2.0 / n_in) * np.cos(math.pi / n_in * (j + 0.5) * i)

@@ -5,10 +5,15 @@ import keras
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import ListLengths, check_positive, resolve_lengths
+from tf_transducer.layers._checks import (
+    ListLengths,
+    TracedOutputSpec,
+    check_positive,
+    resolve_lengths,
+)
 
 
-class SpectralLayer(ListLengths, keras.layers.Layer):
+class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """Base of the spectrum-based feature layers: framing and power spectrum.
 
     A signal of n samples has 1 + (n - frame) // step frames (none when
@@ -77,8 +82,21 @@ class SpectralLayer(ListLengths, keras.layers.Layer):
         )
         return power, frames
 
+    def _output_shape(self, input_shape, size):
+        """((B, T, size), (B,)) of audio shaped (B, N); T is None when N is."""
+        batch, n = input_shape[0], input_shape[1]
+        if n is None:
+            frames = None
+        elif n < self.frame_length:
+            frames = 0
+        else:
+            frames = 1 + (n - self.frame_length) // self.frame_step
+        return (batch, frames, size), (batch,)
+
     def _energy_floor(self, power):
-        """[B, T, 1]: each frame's spectral energy (sum_k power[k]) scaled by
+        """[B, T, 1]: the floor of each frame's bands, from its energy.
+
+        The frame's spectral energy (sum_k power[k]) scaled by
         10^(-dynamic_range_db / 10); 0 when dynamic_range_db is None.
 
         float32 FFTs (TF's, TFLite's) round every bin with an error of about

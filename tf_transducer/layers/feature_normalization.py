@@ -6,18 +6,26 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import ListLengths, check_positive, resolve_lengths
+from tf_transducer.layers._checks import (
+    ListLengths,
+    TracedOutputSpec,
+    check_positive,
+    resolve_lengths,
+)
 
 _MODES = ("utterance", "global")
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class FeatureNormalization(ListLengths, keras.layers.Layer):
+class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """(x - mean) / sqrt(variance + epsilon) per feature, over valid frames only.
 
     mode="utterance": mean and variance of each utterance's own frames (an
     utterance without frames stays 0). mode="global": fixed statistics,
     computed from training data with `adapt` and saved with the model.
+
+    float32 only, under any dtype policy, like the feature layers before it
+    (a mixed-precision model casts the normalised features after).
 
     Args:
       mode: "utterance" or "global".
@@ -109,6 +117,9 @@ class FeatureNormalization(ListLengths, keras.layers.Layer):
             variance = variance / count
         normalised = (x - mean) * tf.math.rsqrt(variance + self.epsilon)
         return _dsp.zero_after(normalised, lengths), lengths
+
+    def compute_output_shape(self, features_shape, lengths_shape=None):
+        return tuple(features_shape), (features_shape[0],)
 
     def get_config(self):
         config = super().get_config()

@@ -7,6 +7,8 @@ import tensorflow as tf
 from tf_transducer.layers import _dsp
 from tf_transducer.layers._checks import (
     ListLengths,
+    TracedOutputSpec,
+    ceil_div,
     check_non_negative_int,
     check_positive,
     resolve_lengths,
@@ -14,7 +16,7 @@ from tf_transducer.layers._checks import (
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class FrameStacking(ListLengths, keras.layers.Layer):
+class FrameStacking(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """Concatenates each kept frame with its neighbours.
 
     Output frame j is centred on input frame c = j * stride and is
@@ -63,6 +65,13 @@ class FrameStacking(ListLengths, keras.layers.Layer):
             stacked.set_shape([None, None, width * features.shape[-1]])
         out_lengths = (lengths + self.stride - 1) // self.stride
         return _dsp.zero_after(stacked, out_lengths), out_lengths
+
+    def compute_output_shape(self, input_shape, lengths_shape=None):
+        # `input_shape`: Keras's name for the features' shape when it builds.
+        batch, frames, size = input_shape
+        width = self.left_context + 1 + self.right_context
+        stacked = None if size is None else width * size
+        return (batch, ceil_div(frames, self.stride), stacked), (batch,)
 
     def get_config(self):
         config = super().get_config()

@@ -32,6 +32,9 @@ class LogMelSpectrogram(SpectralLayer):
     or DC-offset audio). `dynamic_range_db=None` drops it (log(mel +
     log_offset) exactly, as `tf.signal` examples compute).
 
+    float32 only, under any dtype policy: half-precision FFTs and logs would
+    not keep that accuracy (a mixed-precision model casts the features after).
+
     Args:
       sample_rate: Hz of the input audio.
       frame_length_ms, frame_step_ms: window and hop.
@@ -51,7 +54,6 @@ class LogMelSpectrogram(SpectralLayer):
       utterance's own length are 0, so padding never changes its features.
 
     Example:
-
     ```python
     features, frames = LogMelSpectrogram(n_mels=80)(audio, audio_lengths)
     ```
@@ -93,6 +95,10 @@ class LogMelSpectrogram(SpectralLayer):
         mel = tf.matmul(power, tf.constant(self._mel))
         features = tf.math.log(mel + self.log_offset + self._energy_floor(power))
         return _dsp.zero_after(features, frames), frames
+
+    def compute_output_shape(self, input_shape, lengths_shape=None):
+        # `input_shape`: Keras's name for the audio's shape when it builds.
+        return self._output_shape(input_shape, self.n_mels)
 
     def get_config(self):
         config = super().get_config()

@@ -33,6 +33,9 @@ class Mfcc(SpectralLayer):
     frames differed by 2 in c0 without it). Above the floor the values are
     the Mfcc op's; `dynamic_range_db=None` gives the op's exactly.
 
+    float32 only, under any dtype policy: half-precision FFTs and logs would
+    not keep that accuracy (a mixed-precision model casts the features after).
+
     Args:
       sample_rate: Hz of the input audio.
       frame_length_ms, frame_step_ms: window and hop (DeepSpeech: 32, 20).
@@ -103,6 +106,10 @@ class Mfcc(SpectralLayer):
             tf.math.log(tf.maximum(bank, floor)), tf.constant(self._dct)
         )
         return _dsp.zero_after(cepstrum, frames), frames
+
+    def compute_output_shape(self, input_shape, lengths_shape=None):
+        # `input_shape`: Keras's name for the audio's shape when it builds.
+        return self._output_shape(input_shape, self.n_coefficients)
 
     def get_config(self):
         config = super().get_config()

@@ -30,12 +30,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.layers._checks import resolve_lengths
+from tf_transducer.layers._checks import TracedOutputSpec, ceil_div, resolve_lengths
 from tf_transducer.ops._validation import after, first_bad, require
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class NeuralTransducer(keras.layers.Layer):
+class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
     """Block-wise attention transducer.
 
     Args:
@@ -119,6 +119,20 @@ class NeuralTransducer(keras.layers.Layer):
         self.frame_position.build((None,))
         self.attention.build((None, H + D))
         self.projection.build((None, H))
+
+    def compute_output_shape(
+        self, encoder_shape, encoder_lengths_shape=None, labels_shape=None
+    ):
+        """{"logits": (B, NB, U + 1, W, n_out), "num_blocks": (B,)}."""
+        batch = encoder_shape[0]
+        blocks = ceil_div(encoder_shape[1], self.input_block_size)
+        steps = None
+        if labels_shape is not None and labels_shape[1] is not None:
+            steps = labels_shape[1] + 1
+        return {
+            "logits": (batch, blocks, steps, self.transducer_max_width, self.n_out),
+            "num_blocks": (batch,),
+        }
 
     # ---------------------------------------------------------------- pieces
     def blocks(self, encoder, encoder_lengths):
@@ -219,8 +233,10 @@ class NeuralTransducer(keras.layers.Layer):
 
     # ------------------------------------------------------------- streaming
     def initial_state(self, encoder, encoder_lengths):
-        """Decoding state [o, h, c] before the first block ([B, H] each):
-        the LSTM output o after reading <e>, and the LSTM state."""
+        """Decoding state [o, h, c] before the first block ([B, H] each).
+
+        o is the LSTM output after reading <e>; h, c the LSTM state.
+        """
         state = self.start_state(encoder, encoder_lengths)
         batch = tf.shape(encoder)[0]
         start = self.embedding(tf.fill([batch], self.e_symbol_index))

@@ -4,12 +4,12 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import check_positive
+from tf_transducer.layers._checks import TracedOutputSpec, check_positive
 from tf_transducer.ops._validation import after, first_bad, require
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class PredictionNetwork(keras.layers.Layer):
+class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
     """Embeds the previous labels and summarises them for the joiner.
 
     kind="lstm": Embedding + LSTM (the classic RNN-T prediction network);
@@ -67,8 +67,10 @@ class PredictionNetwork(keras.layers.Layer):
         self.built = True
 
     def _context(self, embedded):
-        """[B, U, E] -> [B, U, context_size * E]: each label with its predecessors
-        (blank-embedded padding before the start)."""
+        """[B, U, E] -> [B, U, context_size * E]: each label with its predecessors.
+
+        Before the start, the padding is the blank's embedding.
+        """
         k = self.context_size
         pad = tf.repeat(self.embedding(tf.zeros([1, 1], tf.int32)), k - 1, axis=1)
         pad = tf.tile(pad, [tf.shape(embedded)[0], 1, 1])
@@ -95,10 +97,16 @@ class PredictionNetwork(keras.layers.Layer):
             return out
         return tf.nn.relu(self.conv(self._context(embedded)))
 
+    def compute_output_shape(self, labels_shape):
+        return (labels_shape[0], labels_shape[1], self.units)
+
     def initial_state(self, batch):
         """LSTM: zero (h, c); stateless: the last context_size labels (blanks)."""
         if self.kind == "lstm":
-            return [tf.zeros([batch, self.units]), tf.zeros([batch, self.units])]
+            return [
+                tf.zeros([batch, self.units], self.compute_dtype),
+                tf.zeros([batch, self.units], self.compute_dtype),
+            ]
         return [tf.zeros([batch, self.context_size], tf.int32)]
 
     def step(self, labels, state):

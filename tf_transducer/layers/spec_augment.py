@@ -406,6 +406,9 @@ class SpecAugment(ListLengths, keras.layers.Layer):
     time warp, frequency noise, time masks, frequency masks (in that order);
     identity otherwise (and so in an exported inference model).
 
+    float32 only, under any dtype policy, like the feature layers before it
+    (mixed precision starts after the front end).
+
     Args:
       freq_mask_max_bins, freq_mask_count: frequency masks (width < max bins).
       time_mask_max_frames, time_mask_count: time masks (width < max frames).
@@ -453,7 +456,6 @@ class SpecAugment(ListLengths, keras.layers.Layer):
       The augmented features, same shape and dtype.
 
     Example:
-
     ```python
     augment = SpecAugment.from_preset("LD", seed=1)
     x = augment(features, feature_lengths, training=True)
@@ -544,8 +546,10 @@ class SpecAugment(ListLengths, keras.layers.Layer):
 
     @classmethod
     def from_arg(cls, augment):
-        """The layer of a model's `augment` argument: None (no layer), a
-        preset name or a dict of arguments."""
+        """The layer of a model's `augment` argument.
+
+        The argument is None (no layer), a preset name or a dict of arguments.
+        """
         if augment is None:
             return None
         if isinstance(augment, str):
@@ -627,9 +631,11 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         return tf.cast(out, features.dtype)
 
     def _training_step(self, step):
-        """(this call's step for the noise warm-up, the training steps taken
-        before it): from `step` (e.g. the optimizer's iterations), else from
-        the layer's count of training calls; (None, None) without warm-ups."""
+        """(this call's step for the noise warm-up, training steps taken before it).
+
+        From `step` (e.g. the optimizer's iterations), else from the layer's
+        count of training calls; (None, None) without warm-ups.
+        """
         if not (self.freq_noise_warmup_steps or self.start_step):
             return None, None
         if step is None:

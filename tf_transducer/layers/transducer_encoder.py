@@ -4,12 +4,18 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import ListLengths, check_positive, resolve_lengths
+from tf_transducer.layers._checks import (
+    ListLengths,
+    TracedOutputSpec,
+    ceil_div,
+    check_positive,
+    resolve_lengths,
+)
 from tf_transducer.layers.frame_stacking import FrameStacking
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class TransducerEncoder(ListLengths, keras.layers.Layer):
+class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """Stacks `stack` frames (keeping every stack-th), then unidirectional LSTMs.
 
     Streaming by construction: output frame j sees input frames up to
@@ -67,13 +73,23 @@ class TransducerEncoder(ListLengths, keras.layers.Layer):
             x = dropout(x, training=training)
         return x, lengths
 
+    def compute_output_shape(self, features_shape, lengths_shape=None):
+        batch, frames = features_shape[0], features_shape[1]
+        return (batch, ceil_div(frames, self.stack), self.units), (batch,)
+
     def initial_state(self, batch):
         """Zero (h, c) of every layer: a list of 2 * num_layers [batch, units]."""
-        return [tf.zeros([batch, self.units]) for _ in range(2 * self.num_layers)]
+        return [
+            tf.zeros([batch, self.units], self.compute_dtype)
+            for _ in range(2 * self.num_layers)
+        ]
 
     def step(self, features, states):
-        """A chunk of stack * n frames [B, stack * n, F] (n static) and the states
-        -> (encoded [B, n, units], new states). LSTMs unrolled (for TFLite)."""
+        """Encodes one streaming chunk: (encoded [B, n, units], new states).
+
+        The chunk is stack * n frames [B, stack * n, F] (n static), with the
+        states from before it. LSTMs unrolled (for TFLite).
+        """
         if features.shape[1] is None or features.shape[1] % self.stack:
             raise ValueError(
                 f"a streaming chunk needs a static multiple of stack={self.stack} "

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Keras models: DeepSpeech (CTC), the RNN-T Transducer, lattice models (GNAT),
-the Neural Transducer."""
+"""Keras models for speech recognition.
+
+DeepSpeech (CTC), the RNN-T Transducer, lattice models (GNAT), the Neural
+Transducer.
+"""
 
 from tf_transducer.models.deepspeech import DeepSpeech
 from tf_transducer.models.lattice_model import LatticeModel

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the models share: their inputs (values alone, (values, lengths) or a
-dict), the optimizer step, and the tail of compute_loss."""
+"""What the models share: their inputs, the optimizer step, compute_loss's tail.
+
+Inputs are values alone, (values, lengths) or a dict.
+"""
 
 import tensorflow as tf
 
@@ -24,9 +26,11 @@ def split_inputs(inputs, key):
 
 
 def encoded_shape(input_shape, encoder):
-    """The shape of the frames an (optional) encoder makes from model inputs
-    whose shape is given as values, (values, lengths) or a dict (building
-    the encoder on the way)."""
+    """The shape of the frames an (optional) encoder makes from model inputs.
+
+    The inputs' shape is given as values, (values, lengths) or a dict; the
+    encoder is built on the way.
+    """
     shape = input_shape
     if isinstance(shape, dict):
         shape = shape["features"]
@@ -41,16 +45,20 @@ def encoded_shape(input_shape, encoder):
 
 
 def optimizer_step(model):
-    """The steps a compiled model's optimizer has taken (None before
-    `compile`): the training step SpecAugment's warm-ups count, so that a
-    resumed run carries on where it stopped."""
+    """The steps a compiled model's optimizer has taken (None before `compile`).
+
+    SpecAugment's warm-ups count this training step, so that a resumed run
+    carries on where it stopped.
+    """
     optimizer = getattr(model, "optimizer", None)
     return None if optimizer is None else optimizer.iterations
 
 
 def plus_added_losses(model, loss):
-    """loss + the model's added losses (regularisers, `add_loss`): the tail of
-    every `compute_loss` here, as Keras's own."""
+    """loss + the model's added losses (regularisers, `add_loss`).
+
+    The tail of every `compute_loss` here, as Keras's own.
+    """
     for extra in model.losses:
         loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
     return loss

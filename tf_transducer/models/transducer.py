@@ -118,8 +118,10 @@ class Transducer(keras.Model):
         self.built = True
 
     def compile(self, *args, **kwargs):
-        """keras.Model.compile; the simple projections train only with
-        PrunedRnntLoss (the full loss does not use them)."""
+        """keras.Model.compile; the simple projections train only with PrunedRnntLoss.
+
+        The full loss does not use them.
+        """
         super().compile(*args, **kwargs)
         pruned = isinstance(self.loss, PrunedRnntLoss)
         self.simple_am.trainable = self.simple_lm.trainable = pruned

@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import re
+from typing import Any
 
 import tensorflow as tf
 
@@ -42,7 +43,7 @@ def built_with_gpu_kernels(path: str = LIBRARY_PATH) -> bool:
         return False
     with open(path, "rb") as f:
         match = _DEVICES_MARKER.search(f.read())
-    return bool(match) and b"gpu" in match.group(1).split(b",")
+    return match is not None and b"gpu" in match.group(1).split(b",")
 
 
 @functools.cache
@@ -50,14 +51,15 @@ def _gpu_visible() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
 
-_noted_paths = set()
+_noted_paths: set[str] = set()
 
 
 def note_cpu_or_xla_path(xla: bool) -> None:
-    """Says once per process, in a log line, when a GPU is visible but the
-    losses cannot run their fused GPU kernels: under XLA (the pure-TF path
-    runs) or with a library built without CUDA (the CPU kernels run).
-    Silent without a GPU."""
+    """Logs once per process that a visible GPU is not running the fused kernels.
+
+    That happens under XLA (the pure-TF path runs) or with a library built
+    without CUDA (the CPU kernels run). Silent without a GPU.
+    """
     if not _gpu_visible():
         return
     if xla:
@@ -84,7 +86,7 @@ def note_cpu_or_xla_path(xla: bool) -> None:
 
 
 @functools.cache
-def op_library(path: str = LIBRARY_PATH):
+def op_library(path: str = LIBRARY_PATH) -> Any:
     """Loads the op library once and returns its op module.
 
     Raises:

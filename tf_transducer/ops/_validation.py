@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Argument checks shared by the ops: static ones raise ValueError, value
-checks raise InvalidArgumentError; both name the argument.
+"""Argument checks shared by the ops, naming the argument in their errors.
+
+Static checks raise ValueError, value checks raise InvalidArgumentError.
 
 Value checks (`require`) run eagerly as plain Python (the message holds the
 offending values), in a graph as `tf.debugging.Assert` ops, and not at all
@@ -9,6 +10,7 @@ under XLA, which cannot run assertions (`in_xla_context`).
 
 import math
 import numbers
+from typing import Any, TypeAlias
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
@@ -16,6 +18,7 @@ from tensorflow.python.ops import control_flow_util
 
 _FLOAT_DTYPES = (tf.float32, tf.float64)
 _ANY_FLOAT = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def in_xla_context() -> bool:
@@ -29,7 +32,7 @@ def in_xla_context() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
 
 
-def require(condition, template, *values):
+def require(condition: TensorLike, template: str, *values: Any) -> Any:
     """Checks a boolean scalar tensor; raises InvalidArgumentError when false.
 
     `template` is one sentence with a `{}` per value, naming the argument:
@@ -52,14 +55,16 @@ def require(condition, template, *values):
     return tf.debugging.Assert(condition, data, summarize=16)
 
 
-def after(*checks):
-    """A control-dependency context on the assertion ops among `require`'s
-    results (None: checked eagerly already, or nothing to check under XLA):
-    what is computed inside runs after the checks in a graph."""
+def after(*checks: Any) -> Any:
+    """A control-dependency context on the assertion ops among `require`'s results.
+
+    None results (checked eagerly already, or nothing to check under XLA) are
+    skipped: what is computed inside runs after the checks in a graph.
+    """
     return tf.control_dependencies([c for c in checks if c is not None])
 
 
-def _show(value):
+def _show(value: Any) -> str:
     value = value.numpy() if hasattr(value, "numpy") else value
     if hasattr(value, "tolist"):
         value = value.tolist()
@@ -68,7 +73,7 @@ def _show(value):
     return str(value)
 
 
-def first_bad(bad, values):
+def first_bad(bad: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(the first value where `bad` holds, its index) for messages.
 
     Under XLA, which checks nothing, zeros (tf.where's size is
@@ -81,9 +86,13 @@ def first_bad(bad, values):
     return tf.gather_nd(values, index), index
 
 
-def integer_tensor(x, name, rank=None, shape_doc=""):
-    """x as an int64 tensor; ValueError for a float or other dtype, or a
-    rank other than `rank`."""
+def integer_tensor(
+    x: TensorLike, name: str, rank: int | None = None, shape_doc: str = ""
+) -> tf.Tensor:
+    """x as an int64 tensor.
+
+    Raises ValueError for a float or other dtype, or a rank other than `rank`.
+    """
     x = tf.convert_to_tensor(x, name=name)
     if not x.dtype.is_integer:
         raise ValueError(f"{name} must be an integer tensor, got {x.dtype.name}")
@@ -96,7 +105,7 @@ def integer_tensor(x, name, rank=None, shape_doc=""):
     return tf.cast(x, tf.int64)
 
 
-def float_tensor(x, name, rank, shape_doc):
+def float_tensor(x: TensorLike, name: str, rank: int, shape_doc: str) -> tf.Tensor:
     """x as a float tensor of `rank` (any float dtype); ValueError otherwise."""
     x = tf.convert_to_tensor(x, name=name)
     if x.dtype not in _ANY_FLOAT:
@@ -108,7 +117,7 @@ def float_tensor(x, name, rank, shape_doc):
     return x
 
 
-def real_number(name, value, minimum=None):
+def real_number(name: str, value: Any, minimum: float | None = None) -> float:
     """value as a Python float; ValueError unless a finite real >= minimum."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a real number, got {value!r}")
@@ -120,7 +129,7 @@ def real_number(name, value, minimum=None):
     return value
 
 
-def finite_or_neg_inf(x, name):
+def finite_or_neg_inf(x: tf.Tensor, name: str) -> Any:
     """A check that x holds no NaN or +inf (-inf is a legal log-weight)."""
     if in_xla_context():
         return None
@@ -134,7 +143,9 @@ def finite_or_neg_inf(x, name):
     )
 
 
-def prepare_inputs(px, py, boundary):
+def prepare_inputs(
+    px: TensorLike, py: TensorLike, boundary: TensorLike | None
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Converts and checks the arguments of the MI recursion.
 
     Checks everything that is known while tracing (ranks, dtypes, static
@@ -207,14 +218,16 @@ def prepare_inputs(px, py, boundary):
     return px, py, boundary
 
 
-def default_boundary(batch, s_len, t_len):
+def default_boundary(
+    batch: TensorLike, s_len: TensorLike, t_len: TensorLike
+) -> tf.Tensor:
     """int64 [B, 4] rows (0, 0, S, T)."""
     zero = tf.constant(0, tf.int64)
     row = tf.stack([zero, zero, tf.cast(s_len, tf.int64), tf.cast(t_len, tf.int64)])
     return tf.tile(row[tf.newaxis], tf.stack([tf.cast(batch, tf.int32), 1]))
 
 
-def runtime_checks(px, py, boundary):
+def runtime_checks(px: tf.Tensor, py: tf.Tensor, boundary: tf.Tensor) -> list[Any]:
     """Graph-side checks for the pure-TF path, matching the kernel's errors.
 
     Returns a list of assertion ops (no-ops under XLA, which ignores them).

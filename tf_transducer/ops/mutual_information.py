@@ -16,6 +16,8 @@ the score and, in the same call, the occupation probability of every step,
 which is the gradient of sum(scores); the registered gradient only scales it.
 """
 
+from typing import TypeAlias
+
 import tensorflow as tf
 
 from tf_transducer.ops import _loader, _validation
@@ -23,6 +25,7 @@ from tf_transducer.ops._validation import in_xla_context
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 
 _OP_NAME = "TfTransducerMutualInformation"
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 @tf.RegisterGradient(_OP_NAME)
@@ -32,7 +35,12 @@ def _mutual_information_grad(op, d_scores, unused_d_px_grad, unused_d_py_grad):
     return [op.outputs[1] * scale, op.outputs[2] * scale, None]
 
 
-def mutual_information_recursion(px, py, boundary=None, return_grad=False):
+def mutual_information_recursion(
+    px: TensorLike,
+    py: TensorLike,
+    boundary: TensorLike | None = None,
+    return_grad: bool = False,
+) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
     """Log-sum over all monotonic alignment paths of two sequences.
 
     A path moves from cell (s_begin, t_begin) to (s_end, t_end) of an
@@ -68,7 +76,6 @@ def mutual_information_recursion(px, py, boundary=None, return_grad=False):
         then, a boundary row out of range, or NaN / +inf in px or py.
 
     Example:
-
     >>> px = tf.zeros([1, 2, 3])   # S = 2, T = 2, regular
     >>> py = tf.zeros([1, 3, 2])
     >>> float(tf.exp(mutual_information_recursion(px, py))[0])  # C(4, 2) paths

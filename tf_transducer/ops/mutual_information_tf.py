@@ -12,21 +12,26 @@ It uses only TensorFlow ops that XLA compiles, so it runs inside
 `tf.function(jit_compile=True)` where the custom op cannot.
 """
 
+from typing import TypeAlias
+
 import tensorflow as tf
 
 from tf_transducer.ops import _validation
 
 _NEG_INF = float("-inf")
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
-def _log_add(a, b):
+def _log_add(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
     """log(exp(a) + exp(b)) elementwise, -inf when both are -inf."""
     hi = tf.maximum(a, b)
     safe = tf.where(tf.math.is_finite(hi), hi, tf.zeros_like(hi))
     return safe + tf.math.log(tf.exp(a - safe) + tf.exp(b - safe))
 
 
-def _forward_backward(px, py, boundary):
+def _forward_backward(
+    px: tf.Tensor, py: tf.Tensor, boundary: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Scores [B] and occupations px_grad, py_grad (shapes of px, py)."""
     dtype = px.dtype
     neg_inf = tf.constant(_NEG_INF, dtype)
@@ -147,7 +152,12 @@ def _forward_backward(px, py, boundary):
     return scores, unskew(occ_x, s_len, t1), unskew(occ_y, width, t_len)
 
 
-def mutual_information_recursion_tf(px, py, boundary=None, return_grad=False):
+def mutual_information_recursion_tf(
+    px: TensorLike,
+    py: TensorLike,
+    boundary: TensorLike | None = None,
+    return_grad: bool = False,
+) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
     """The MI recursion in pure TensorFlow, differentiable, XLA-compatible.
 
     Same arguments, results and errors as

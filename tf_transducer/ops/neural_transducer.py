@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Best alignment of targets to blocks for the Neural Transducer (Jaitly et
-al. 2015), batched and in the graph.
+"""Best alignment of targets to blocks for the Neural Transducer, in the graph.
 
-Each block of input frames emits up to W outputs, the last one being the
+The Neural Transducer is Jaitly et al. 2015; the alignment is batched. Each
+block of input frames emits up to W outputs, the last one being the
 end-of-block symbol <e>: n <= W - 1 labels, then <e>. An alignment is how
 many labels each block emits (counts [NB] summing to the target length U).
 Its log-probability, for output distributions that depend on the block b,
@@ -21,6 +21,8 @@ Shapes: log_probs [B, NB, U + 1, W, V] (B sequences, NB blocks, V outputs
 including <e>), labels [B, U], label_lengths [B], num_blocks [B].
 """
 
+from typing import TypeAlias
+
 import tensorflow as tf
 
 from tf_transducer.ops._validation import (
@@ -31,11 +33,16 @@ from tf_transducer.ops._validation import (
 )
 
 NEG_INF = float("-inf")
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
-def _block_scores(log_probs, labels, max_width, e_symbol):
-    """[W, B, NB, U + 1]: the score of a block that starts after s labels and
-    emits n of them, then <e> (-inf where s + n > U)."""
+def _block_scores(
+    log_probs: tf.Tensor, labels: tf.Tensor, max_width: int, e_symbol: int
+) -> tf.Tensor:
+    """[W, B, NB, U + 1]: scores of a block that starts after s labels.
+
+    The block emits n of those labels, then <e> (-inf where s + n > U).
+    """
     U = tf.shape(labels)[1]
     following = tf.pad(labels, [[0, 0], [0, 1]])  # [B, U + 1]: y[s] (0 at U)
     shape = tf.shape(log_probs)
@@ -63,8 +70,13 @@ def _block_scores(log_probs, labels, max_width, e_symbol):
 
 
 def best_block_alignment(
-    log_probs, labels, label_lengths, num_blocks, max_width, e_symbol
-):
+    log_probs: TensorLike,
+    labels: TensorLike,
+    label_lengths: TensorLike,
+    num_blocks: TensorLike,
+    max_width: int,
+    e_symbol: int,
+) -> tuple[tf.Tensor, tf.Tensor]:
     """The best alignment of each target sequence to its blocks.
 
     Args:
@@ -147,9 +159,18 @@ def best_block_alignment(
     return counts, score
 
 
-def _checked(log_probs, labels, label_lengths, num_blocks, e_symbol):
-    """int32 labels [B, U], label_lengths [B], num_blocks [B], checked
-    against log_probs [B, NB, U + 1, W, V] (errors name the argument)."""
+def _checked(
+    log_probs: tf.Tensor,
+    labels: TensorLike,
+    label_lengths: TensorLike,
+    num_blocks: TensorLike,
+    e_symbol: int,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """int32 labels [B, U], label_lengths [B], num_blocks [B], checked.
+
+    They are checked against log_probs [B, NB, U + 1, W, V]; errors name the
+    argument.
+    """
     labels = integer_tensor(labels, "labels", 2, "[B, U]")
     label_lengths = integer_tensor(label_lengths, "label_lengths", 1, "[B]")
     num_blocks = integer_tensor(num_blocks, "num_blocks", 1, "[B]")
@@ -213,8 +234,21 @@ def _checked(log_probs, labels, label_lengths, num_blocks, e_symbol):
         )
 
 
-def aligned_targets(counts, labels, num_blocks, max_width, e_symbol):
+def aligned_targets(
+    counts: TensorLike,
+    labels: TensorLike,
+    num_blocks: TensorLike,
+    max_width: int,
+    e_symbol: int,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The targets of each block's outputs under an alignment.
+
+    Args:
+      counts: int [B, NB] labels emitted by each block.
+      labels: int [B, U] targets.
+      num_blocks: int [B] blocks of each sequence.
+      max_width: W, outputs per block including <e>.
+      e_symbol: the id of <e>.
 
     Returns:
       (targets int32 [B, NB, W]: block b's outputs y[s_b], ..., y[s_b + n_b - 1],
@@ -242,24 +276,32 @@ def aligned_targets(counts, labels, num_blocks, max_width, e_symbol):
     return targets, positions, is_label | is_end
 
 
-def aligned_rows(values, positions):
-    """values [B, NB, U + 1, W, ...] at each output's (block, labels before
-    it, index k in its block): [B, NB, W, ...]."""
+def aligned_rows(values: TensorLike, positions: tf.Tensor) -> tf.Tensor:
+    """values [B, NB, U + 1, W, ...] gathered at each output: [B, NB, W, ...].
+
+    An output's row is its (block, labels before it, index k in its block).
+    """
     last = tf.shape(values)[2] - 1
     rows = tf.gather(values, tf.minimum(positions, last), batch_dims=2)
     index = tf.broadcast_to(tf.range(tf.shape(rows)[2]), tf.shape(positions))
     return tf.gather(rows, index, axis=3, batch_dims=3)
 
 
-def aligned_log_probs(log_probs, positions, targets):
-    """log_probs [B, NB, U + 1, W, V] at each output's (block, labels before
-    it, index, target): [B, NB, W]."""
+def aligned_log_probs(
+    log_probs: TensorLike, positions: tf.Tensor, targets: tf.Tensor
+) -> tf.Tensor:
+    """log_probs [B, NB, U + 1, W, V] gathered at each output: [B, NB, W].
+
+    An output's entry is its (block, labels before it, index, target).
+    """
     return tf.gather(aligned_rows(log_probs, positions), targets, batch_dims=3)
 
 
-def left_aligned(values, mask):
-    """values [B, N] where mask [B, N] holds, moved to the front (stable
-    order), and their counts [B]; the rest of each row is 0."""
+def left_aligned(values: TensorLike, mask: TensorLike) -> tuple[tf.Tensor, tf.Tensor]:
+    """values [B, N] where mask [B, N] holds, moved to the front, and counts [B].
+
+    The order is stable; the rest of each row is 0.
+    """
     mask = tf.cast(mask, tf.bool)
     order = tf.argsort(tf.cast(~mask, tf.int32), axis=1, stable=True)
     counts = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
@@ -268,9 +310,16 @@ def left_aligned(values, mask):
     return tf.where(keep, gathered, tf.zeros_like(gathered)), counts
 
 
-def edit_distance(hyp, hyp_lengths, ref, ref_lengths):
-    """Levenshtein distances [B] between hyp [B, L1] and ref [B, L2] (int
-    labels; each row's first hyp_lengths / ref_lengths entries), float32.
+def edit_distance(
+    hyp: TensorLike,
+    hyp_lengths: TensorLike,
+    ref: TensorLike,
+    ref_lengths: TensorLike,
+) -> tf.Tensor:
+    """float32 Levenshtein distances [B] between hyp [B, L1] and ref [B, L2].
+
+    Both hold int labels; each row's first hyp_lengths / ref_lengths entries
+    count.
 
     The dynamic programme D[i, j] = min(D[i - 1, j] + 1, D[i, j - 1] + 1,
     D[i - 1, j - 1] + [hyp[i - 1] != ref[j - 1]]) one anti-diagonal k = i + j

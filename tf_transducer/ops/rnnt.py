@@ -26,7 +26,8 @@ run as graph assertions, which raise InvalidArgumentError, and are skipped
 under XLA.
 """
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeAlias
 
 import tensorflow as tf
 
@@ -53,18 +54,23 @@ from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTION
 from tf_transducer.ops.mutual_information import mutual_information_recursion
 
 _NEG_INF = float("-inf")
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def boundary_from_lengths(
-    logit_lengths, label_lengths, num_frames=None, num_symbols=None
-):
+    logit_lengths: TensorLike,
+    label_lengths: TensorLike,
+    num_frames: TensorLike | None = None,
+    num_symbols: TensorLike | None = None,
+) -> tf.Tensor:
     """int64 [B, 4] rows (0, 0, label_length, logit_length).
 
     Args:
       logit_lengths: int [B], frames of each utterance.
       label_lengths: int [B], symbols of each utterance.
-      num_frames, num_symbols: the padded T and S, to check the lengths
-        against (InvalidArgumentError when a length is negative or larger).
+      num_frames: the padded T, to check logit_lengths against
+        (InvalidArgumentError when a length is negative or larger).
+      num_symbols: the padded S, to check label_lengths against, likewise.
 
     Raises:
       ValueError: lengths that are not integer vectors, or of different sizes.
@@ -114,7 +120,13 @@ def boundary_from_lengths(
             return tf.stack([zeros, zeros, labels, frames], axis=1)
 
 
-def _resolve_boundary(boundary, logit_lengths, label_lengths, num_frames, num_symbols):
+def _resolve_boundary(
+    boundary: TensorLike | None,
+    logit_lengths: TensorLike | None,
+    label_lengths: TensorLike | None,
+    num_frames: TensorLike,
+    num_symbols: TensorLike,
+) -> tf.Tensor | None:
     if logit_lengths is None and label_lengths is None:
         return boundary if boundary is None else _check_boundary(boundary)
     if boundary is not None:
@@ -185,7 +197,7 @@ def _loss_from_logprobs(
     return _reduce(result, reduction)
 
 
-def _reduce(negated_scores, reduction):
+def _reduce(negated_scores: tf.Tensor, reduction: str) -> tf.Tensor:
     if reduction == "none":
         return -negated_scores
     if reduction == "mean":
@@ -193,14 +205,19 @@ def _reduce(negated_scores, reduction):
     return -tf.reduce_sum(negated_scores)
 
 
-def _mi_dtype(x):
+def _mi_dtype(x: tf.Tensor) -> tf.Tensor:
     """The recursion runs in float32 for half-precision inputs."""
     return x if x.dtype in (tf.float32, tf.float64) else tf.cast(x, tf.float32)
 
 
 def get_rnnt_logprobs(
-    lm, am, symbols, termination_symbol, rnnt_type="regular", boundary=None
-):
+    lm: TensorLike,
+    am: TensorLike,
+    symbols: TensorLike,
+    termination_symbol: int,
+    rnnt_type: str = "regular",
+    boundary: TensorLike | None = None,
+) -> tuple[tf.Tensor, tf.Tensor]:
     """px, py of the "simple" RNN-T, whose joiner is lm + am.
 
     The log-probs are log_softmax(lm[b, s] + am[b, t]) at the symbol and at
@@ -254,10 +271,20 @@ def _pad_frames(x, rnnt_type):
     return tf.pad(x, [[0, 0]] * (x.shape.rank - 1) + [[0, 1]])
 
 
-def _simple_inputs(lm, am, symbols, termination_symbol, rnnt_type, boundary):
-    """Checked (lm, am, symbols) of the simple log-probs, lm and am as
-    float32 (half precision in) or float64; also the rows of lm inside the
-    boundary, bool [B, S + 1] (None without a boundary)."""
+def _simple_inputs(
+    lm: TensorLike,
+    am: TensorLike,
+    symbols: TensorLike,
+    termination_symbol: int,
+    rnnt_type: str,
+    boundary: TensorLike | None,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor | None]:
+    """Checked (lm, am, symbols, used rows) of the simple log-probs.
+
+    lm and am come back as float32 (half precision in) or float64; the used
+    rows are those of lm inside the boundary, bool [B, S + 1] (None without a
+    boundary).
+    """
     lm = float_tensor(lm, "lm", 3, "[B, S + 1, C]")
     am = float_tensor(am, "am", 3, "[B, T, C]")
     dtype = tf.float64 if tf.float64 in (lm.dtype, am.dtype) else tf.float32
@@ -293,10 +320,15 @@ def _used_by_boundary(boundary, lm, am):
     return rows, frames
 
 
-def _simple_loss_inputs(lm, am, boundary):
-    """lm and am of a simple loss with 0 in the rows and frames outside the
-    boundary (so that padding is never read: no value there can reach the
-    loss or raise), checked for NaN / +inf inside it."""
+def _simple_loss_inputs(
+    lm: TensorLike, am: TensorLike, boundary: TensorLike | None
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """lm and am of a simple loss, zeroed outside the boundary and checked inside.
+
+    The rows and frames outside the boundary become 0, so that padding is
+    never read: no value there can reach the loss or raise. Inside it, NaN /
+    +inf are checked for.
+    """
     lm = float_tensor(lm, "lm", 3, "[B, S + 1, C]")
     am = float_tensor(am, "am", 3, "[B, T, C]")
     if boundary is not None:
@@ -308,10 +340,14 @@ def _simple_loss_inputs(lm, am, boundary):
     return lm, am
 
 
-def _with_float64_fallback(logprobs_fn, lm, am):
-    """(px, py) = logprobs_fn(lm, am)[:2], computed again in float64 when
-    the float32 computation reports (third result False) that it underflowed;
-    cast back to float32."""
+def _with_float64_fallback(
+    logprobs_fn: Callable[[tf.Tensor, tf.Tensor], Any], lm: tf.Tensor, am: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """(px, py) = logprobs_fn(lm, am)[:2], with a float64 retry on underflow.
+
+    When the float32 computation reports (third result False) that it
+    underflowed, it is computed again in float64 and cast back to float32.
+    """
     px, py, fits = logprobs_fn(lm, am)
     if lm.dtype == tf.float64:
         return px, py
@@ -396,18 +432,18 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
 
 
 def rnnt_loss_simple(
-    lm,
-    am,
-    symbols,
-    termination_symbol,
-    boundary=None,
-    rnnt_type="regular",
-    delay_penalty=0.0,
-    reduction="mean",
-    return_grad=False,
-    logit_lengths=None,
-    label_lengths=None,
-):
+    lm: TensorLike,
+    am: TensorLike,
+    symbols: TensorLike,
+    termination_symbol: int,
+    boundary: TensorLike | None = None,
+    rnnt_type: str = "regular",
+    delay_penalty: float = 0.0,
+    reduction: str = "mean",
+    return_grad: bool = False,
+    logit_lengths: TensorLike | None = None,
+    label_lengths: TensorLike | None = None,
+) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
     """RNN-T loss whose joiner is addition: log_softmax(lm[b, s] + am[b, t]).
 
     Args:
@@ -423,7 +459,9 @@ def rnnt_loss_simple(
       return_grad: also return (px_grad, py_grad), the occupation
         probabilities of the lattice's steps (what the pruned loss uses to
         choose its ranges), as constants.
-      logit_lengths, label_lengths: optional int [B], instead of boundary.
+      logit_lengths: optional int [B] frames, with label_lengths instead of
+        boundary.
+      label_lengths: optional int [B] symbols, with logit_lengths.
 
     Returns:
       loss, or (loss, (px_grad, py_grad)) with return_grad.
@@ -441,8 +479,12 @@ def rnnt_loss_simple(
 
 
 def get_rnnt_logprobs_joint(
-    logits, symbols, termination_symbol, boundary=None, rnnt_type="regular"
-):
+    logits: TensorLike,
+    symbols: TensorLike,
+    termination_symbol: int,
+    boundary: TensorLike | None = None,
+    rnnt_type: str = "regular",
+) -> tuple[tf.Tensor, tf.Tensor]:
     """px, py from full joiner logits.
 
     Args:
@@ -527,11 +569,19 @@ def _with_clamped_gradient(scores_fn, logits, clamp):
 
 
 def _composite_scores(
-    logprobs_fn, logits, boundary, rnnt_type, delay_penalty, clamp, fastemit_lambda
-):
-    """The negated scores [B] of logits [B, T, R, C] in pure TF (the XLA
-    path of the fused losses): logprobs_fn(logits) -> (px, py), then the
-    delay penalty, FastEmit and clamp as the C++ op applies them."""
+    logprobs_fn: Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]],
+    logits: tf.Tensor,
+    boundary: tf.Tensor | None,
+    rnnt_type: str,
+    delay_penalty: float,
+    clamp: float,
+    fastemit_lambda: float,
+) -> tf.Tensor:
+    """The negated scores [B] of logits [B, T, R, C] in pure TF.
+
+    This is the XLA path of the fused losses: logprobs_fn(logits) -> (px, py),
+    then the delay penalty, FastEmit and clamp as the C++ op applies them.
+    """
 
     def scores_of(x):
         px, py = logprobs_fn(x)
@@ -573,18 +623,18 @@ def _gradient_attrs(op):
 
 
 def rnnt_loss(
-    logits,
-    symbols,
-    termination_symbol,
-    boundary=None,
-    rnnt_type="regular",
-    delay_penalty=0.0,
-    reduction="mean",
-    logit_lengths=None,
-    label_lengths=None,
-    clamp=-1.0,
-    fastemit_lambda=0.0,
-):
+    logits: TensorLike,
+    symbols: TensorLike,
+    termination_symbol: int,
+    boundary: TensorLike | None = None,
+    rnnt_type: str = "regular",
+    delay_penalty: float = 0.0,
+    reduction: str = "mean",
+    logit_lengths: TensorLike | None = None,
+    label_lengths: TensorLike | None = None,
+    clamp: float = -1.0,
+    fastemit_lambda: float = 0.0,
+) -> tf.Tensor:
     """The RNN-T loss on full joiner logits, fused.
 
     One C++ op computes the log-softmax normalisers, gathers the symbol and
@@ -605,8 +655,9 @@ def rnnt_loss(
       rnnt_type: "regular", "modified" or "constrained".
       delay_penalty: float >= 0, see the module docstring.
       reduction: "none" ([B] losses), "mean" or "sum" (scalars).
-      logit_lengths, label_lengths: optional int [B], instead of boundary:
-        the same as boundary rows (0, 0, label_length, logit_length).
+      logit_lengths: optional int [B] frames, with label_lengths instead of
+        boundary: the same as boundary rows (0, 0, label_length, logit_length).
+      label_lengths: optional int [B] symbols, with logit_lengths.
       clamp: if > 0, each element of the gradient of each utterance's loss
         with respect to the logits is clamped to [-clamp, clamp] (as
         torchaudio's `clamp`).

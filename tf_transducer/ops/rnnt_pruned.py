@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Pruned RNN-T (k2 / fast_rnnt): prune ranges from the simple loss's
-occupations, the pruned joiner's log-probs, and the fused pruned loss.
+"""Pruned RNN-T (k2 / fast_rnnt): prune ranges, pruned log-probs, fused loss.
+
+The prune ranges come from the simple loss's occupations; the log-probs are
+the pruned joiner's.
 
 The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
 """
+
+from typing import TypeAlias
 
 import tensorflow as tf
 
@@ -30,8 +34,10 @@ from tf_transducer.ops.rnnt import (
     _reduce,
 )
 
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
-def _monotonic_lower_bound(x):
+
+def _monotonic_lower_bound(x: tf.Tensor) -> tf.Tensor:
     """The largest non-decreasing sequence <= x along the last axis.
 
     y[..., i] = min(x[..., i:]), in log2(n) doubling steps (TF has no cummin):
@@ -50,7 +56,7 @@ def _monotonic_lower_bound(x):
     return y
 
 
-def _adjust_pruning_lower_bound(s_begin, s_range):
+def _adjust_pruning_lower_bound(s_begin: tf.Tensor, s_range: TensorLike) -> tf.Tensor:
     """Makes s_begin [B, T] non-decreasing, start at 0 and step by < s_range.
 
     With r = s_range - 1, s_begin[t + 1] - s_begin[t] <= r holds exactly when
@@ -64,7 +70,9 @@ def _adjust_pruning_lower_bound(s_begin, s_range):
     return ramp - tf.maximum(flipped, 0)
 
 
-def get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range):
+def get_rnnt_prune_ranges(
+    px_grad: TensorLike, py_grad: TensorLike, boundary: TensorLike, s_range: int
+) -> tf.Tensor:
     """The s_range symbols to keep at each frame, from the simple loss.
 
     For each frame t, ranges[b, t] = s_begin[b, t] + [0, s_range), where
@@ -169,7 +177,9 @@ def get_rnnt_prune_ranges(px_grad, py_grad, boundary, s_range):
         return s_begin[..., tf.newaxis] + tf.range(s_range, dtype=tf.int64)
 
 
-def do_rnnt_pruning(am, lm, ranges):
+def do_rnnt_pruning(
+    am: TensorLike, lm: TensorLike, ranges: TensorLike
+) -> tuple[tf.Tensor, tf.Tensor]:
     """The encoder and prediction outputs at the kept (frame, symbol) pairs.
 
     Args:
@@ -197,7 +207,7 @@ def do_rnnt_pruning(am, lm, ranges):
         return am_pruned, lm_pruned
 
 
-def _unprune(values, begin, width):
+def _unprune(values: tf.Tensor, begin: tf.Tensor, width: TensorLike) -> tf.Tensor:
     """[B, T, s_range] values at s = begin + j -> [B, T, width], -inf elsewhere."""
     s_range = tf.shape(values, out_type=tf.int64)[2]
     j = tf.range(width, dtype=tf.int64)[tf.newaxis, tf.newaxis] - begin[..., tf.newaxis]
@@ -209,8 +219,13 @@ def _unprune(values, begin, width):
 
 
 def get_rnnt_logprobs_pruned(
-    logits, symbols, ranges, termination_symbol, boundary, rnnt_type="regular"
-):
+    logits: TensorLike,
+    symbols: TensorLike,
+    ranges: TensorLike,
+    termination_symbol: int,
+    boundary: TensorLike | None,
+    rnnt_type: str = "regular",
+) -> tuple[tf.Tensor, tf.Tensor]:
     """px, py from the logits of a pruned joiner.
 
     Args:
@@ -253,17 +268,17 @@ def get_rnnt_logprobs_pruned(
 
 
 def rnnt_loss_pruned(
-    logits,
-    symbols,
-    ranges,
-    termination_symbol,
-    boundary=None,
-    rnnt_type="regular",
-    delay_penalty=0.0,
-    reduction="mean",
-    clamp=-1.0,
-    fastemit_lambda=0.0,
-):
+    logits: TensorLike,
+    symbols: TensorLike,
+    ranges: TensorLike,
+    termination_symbol: int,
+    boundary: TensorLike | None = None,
+    rnnt_type: str = "regular",
+    delay_penalty: float = 0.0,
+    reduction: str = "mean",
+    clamp: float = -1.0,
+    fastemit_lambda: float = 0.0,
+) -> tf.Tensor:
     """The RNN-T loss on a pruned joiner's logits [B, T, s_range, C], fused.
 
     A C++ op as for `rnnt_loss` (the pruned-away (frame, symbol) pairs are
@@ -279,7 +294,8 @@ def rnnt_loss_pruned(
       rnnt_type: "regular", "modified" or "constrained".
       delay_penalty: float >= 0, see the module docstring.
       reduction: "none" ([B] losses), "mean" or "sum" (scalars).
-      clamp, fastemit_lambda: as `rnnt_loss` (on the pruned logits).
+      clamp: as `rnnt_loss` (on the pruned logits).
+      fastemit_lambda: as `rnnt_loss` (on the pruned logits).
 
     Returns:
       The loss: [B] with reduction "none", else a scalar.

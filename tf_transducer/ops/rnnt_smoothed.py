@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The smoothed simple RNN-T loss (k2's rnnt_loss_smoothed): the additive
-joiner's log-probs mixed with LM-only and AM-only terms.
+"""The smoothed simple RNN-T loss (k2's rnnt_loss_smoothed).
+
+It mixes the additive joiner's log-probs with LM-only and AM-only terms.
 
 The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
 """
+
+from typing import TypeAlias
 
 import tensorflow as tf
 
@@ -21,17 +24,19 @@ from tf_transducer.ops.rnnt import (
     _with_float64_fallback,
 )
 
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
 
 def get_rnnt_logprobs_smoothed(
-    lm,
-    am,
-    symbols,
-    termination_symbol,
-    lm_only_scale=0.1,
-    am_only_scale=0.1,
-    boundary=None,
-    rnnt_type="regular",
-):
+    lm: TensorLike,
+    am: TensorLike,
+    symbols: TensorLike,
+    termination_symbol: int,
+    lm_only_scale: float = 0.1,
+    am_only_scale: float = 0.1,
+    boundary: TensorLike | None = None,
+    rnnt_type: str = "regular",
+) -> tuple[tf.Tensor, tf.Tensor]:
     """px, py of the simple RNN-T, smoothed with LM-only and AM-only terms.
 
     Each log-prob is the mix
@@ -89,11 +94,19 @@ def get_rnnt_logprobs_smoothed(
 
 
 def _smoothed_logprobs(
-    lm, am, symbols, termination_symbol, rnnt_type, used_rows, scales
-):
-    """(px, py, fits) of get_rnnt_logprobs_smoothed for checked inputs;
+    lm: tf.Tensor,
+    am: tf.Tensor,
+    symbols: tf.Tensor,
+    termination_symbol: int,
+    rnnt_type: str,
+    used_rows: tf.Tensor | None,
+    scales: tuple[float, float, float],
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(px, py, fits) of get_rnnt_logprobs_smoothed for checked inputs.
+
     used_rows: bool [B, S + 1] or None (all); scales = (combined, lm-only,
-    am-only)."""
+    am-only).
+    """
     parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
     lm_only_norm = tf.reduce_sum(parts.lm_probs, axis=2, keepdims=True)  # [B, S+1, 1]
     lm_only = parts.lm_probs / lm_only_norm
@@ -139,20 +152,20 @@ def _smoothed_logprobs(
 
 
 def rnnt_loss_smoothed(
-    lm,
-    am,
-    symbols,
-    termination_symbol,
-    lm_only_scale=0.1,
-    am_only_scale=0.1,
-    boundary=None,
-    rnnt_type="regular",
-    delay_penalty=0.0,
-    reduction="mean",
-    return_grad=False,
-    logit_lengths=None,
-    label_lengths=None,
-):
+    lm: TensorLike,
+    am: TensorLike,
+    symbols: TensorLike,
+    termination_symbol: int,
+    lm_only_scale: float = 0.1,
+    am_only_scale: float = 0.1,
+    boundary: TensorLike | None = None,
+    rnnt_type: str = "regular",
+    delay_penalty: float = 0.0,
+    reduction: str = "mean",
+    return_grad: bool = False,
+    logit_lengths: TensorLike | None = None,
+    label_lengths: TensorLike | None = None,
+) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
     """The simple RNN-T loss on `get_rnnt_logprobs_smoothed`'s log-probs.
 
     Args and Returns as `rnnt_loss_simple`, plus lm_only_scale and

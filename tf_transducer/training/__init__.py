@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Training runs: run folders that resume, refuse or start over, and a
-training loop for any tf.distribute strategy (several machines included)."""
+"""Training runs: run folders and a training loop for any tf.distribute strategy.
+
+Run folders resume, refuse or start over; the loop runs on several machines
+too.
+"""
 
 from tf_transducer.training.distributed import (
     DISTRIBUTIONS,

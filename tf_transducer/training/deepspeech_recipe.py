@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The DeepSpeech recipe: MFCC -> DeepSpeech -> CtcLoss on manifests, on one
-machine or several, then decoded with CTC search.
+"""The DeepSpeech recipe: MFCC -> DeepSpeech -> CtcLoss on manifests.
+
+It trains on one machine or several; the models are decoded with CTC search.
 
     from tf_transducer.training import deepspeech_recipe as recipe
 
@@ -27,8 +28,11 @@ WEIGHTS, CONFIG = "best.weights.h5", "model.json"
 
 
 def ctc_item_check(mfcc):
-    """An item check for SpeechDataset: the reason an utterance is too short
-    for its transcript under CTC (labels + repeats > frames), or None."""
+    """An item check for SpeechDataset: why an utterance is too short for CTC.
+
+    The check gives the reason an utterance is too short for its transcript
+    (labels + repeats > frames), or None.
+    """
 
     def fits_ctc(labels, seconds):
         samples = int(round(seconds * mfcc.sample_rate))
@@ -47,8 +51,10 @@ def ctc_item_check(mfcc):
 
 
 def speech_data(utterances, alphabet, mfcc, skip_bad=False, name="manifests"):
-    """A SpeechDataset of MFCCs over utterances (or manifest paths), checked
-    for CTC; None when there are none."""
+    """A SpeechDataset of MFCCs over utterances (or manifest paths).
+
+    Its items are checked for CTC; None when there are no utterances.
+    """
     from tf_transducer.data import SpeechDataset
 
     if utterances and isinstance(utterances[0], str):
@@ -91,22 +97,42 @@ def train(
     callbacks=(),
     verbose=1,
 ):
-    """Trains DeepSpeech; returns the history dict of this call (None when
-    the run in checkpoint_dir had finished earlier).
+    """Trains DeepSpeech; returns the history dict of this call.
+
+    The history is None when the run in checkpoint_dir had finished earlier.
+    distribution, strategy, overwrite, callbacks and verbose are as in
+    `transducer_recipe.train`.
 
     Args:
-      train_files, dev_files: manifests (lists or comma-separated strings).
+      train_files: manifests (a list or a comma-separated string).
       checkpoint_dir: the run folder (on a file system every worker sees).
+      dev_files: validation manifests, as train_files.
       alphabet: a CharacterAlphabet (default: English).
       model_config: keyword arguments of `tf_transducer.models.DeepSpeech`
         (n_hidden, n_context, dropout rates, sample_rate, feature_win_len,
         feature_win_step, augment, ...); num_classes comes from the alphabet.
-      epochs, batch_size (global), steps_per_epoch (0: the whole set),
-        learning_rate, beta1, beta2, epsilon (Adam), seed: training.
-      early_stop, es_epochs, es_min_delta: stop when the validation loss
-        (the training loss without dev data) stops improving.
-      distribution / strategy, overwrite, callbacks, verbose: as in
-        `transducer_recipe.train`.
+      epochs: epochs to train.
+      batch_size: the global batch size (over every replica).
+      dev_batch_size: the batch size of the validation data.
+      steps_per_epoch: steps of an epoch (0: the whole set).
+      learning_rate: Adam's learning rate.
+      beta1: Adam's beta1.
+      beta2: Adam's beta2.
+      epsilon: Adam's epsilon.
+      seed: training's random seed.
+      early_stop: stop when the validation loss (the training loss without
+        dev data) stops improving.
+      es_epochs: early stopping's patience, in epochs.
+      es_min_delta: the least change of that loss that counts as improving.
+      skip_bad: drop (and count) unusable items instead of failing.
+      summary_dir: the epochs' summaries (default: summaries/ in the run
+        folder).
+      distribution: which strategy to train under (see
+        `strategy_from_environment`), unless `strategy` is given.
+      strategy: a tf.distribute strategy, or None.
+      overwrite: start over in a run folder of another configuration.
+      callbacks: Keras callbacks run at each epoch's end.
+      verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
     """
     from tf_transducer.data import CharacterAlphabet
     from tf_transducer.losses import CtcLoss
@@ -216,8 +242,11 @@ def load_checkpoint(checkpoint_dir):
 
 
 def decode(logits, lengths, beam_width=1, scorer=None, alpha=0.75, beta=1.85):
-    """Label sequences of CTC logits [B, T, C]: greedy (beam_width 1 without
-    a scorer) or beam search with the scorer's LM."""
+    """Label sequences of CTC logits [B, T, C].
+
+    Greedy search with beam_width 1 and no scorer, else beam search with the
+    scorer's LM.
+    """
     from tf_transducer.decoding import ctc_beam_search, ctc_greedy_decode
 
     if beam_width == 1 and scorer is None:
@@ -228,8 +257,10 @@ def decode(logits, lengths, beam_width=1, scorer=None, alpha=0.75, beta=1.85):
 
 
 def evaluate(model, alphabet, data, batch_size=16, **decoding):
-    """(WER, CER, [(reference, hypothesis)]) on a SpeechDataset (`decoding`:
-    beam_width, scorer, alpha, beta)."""
+    """(WER, CER, [(reference, hypothesis)]) on a SpeechDataset.
+
+    `decoding` holds beam_width, scorer, alpha, beta (see `decode`).
+    """
     from tf_transducer.decoding import char_error_rate, word_error_rate
 
     pairs = []

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Clusters and strategies: which strategy this process trains under, which
-share of the data it reads, and sums across workers.
+"""Clusters and strategies: the strategy, the data share, sums across workers.
+
+Which strategy this process trains under, which share of the data it reads,
+and sums across workers.
 
 `strategy_from_environment()` picks the strategy: `TF_CONFIG` naming more
 than one task -> `MultiWorkerMirroredStrategy`; several GPUs ->
@@ -23,8 +25,10 @@ class ClusterConfigError(ValueError):
 
 
 def cluster_from_environment(environ=None):
-    """The cluster `TF_CONFIG` describes, checked: (cluster dict, task type,
-    task index), or None when TF_CONFIG is unset or empty.
+    """The cluster `TF_CONFIG` describes, checked.
+
+    Returns (cluster dict, task type, task index), or None when TF_CONFIG is
+    unset or empty.
 
     Raises:
       ClusterConfigError: TF_CONFIG is not JSON, lacks "cluster" or "task",
@@ -138,8 +142,11 @@ def worker_position(strategy):
 
 
 def all_reduce_sums(strategy, values):
-    """Element-wise sums over the workers of float64 `values` (a 1-D array,
-    the same length on every worker); every worker gets the totals."""
+    """Element-wise sums over the workers of float64 `values`.
+
+    `values` is a 1-D array of the same length on every worker; every worker
+    gets the totals.
+    """
     values = np.asarray(values, np.float64)
     local = strategy.num_replicas_in_sync // worker_position(strategy)[1]
 
@@ -164,9 +171,11 @@ def is_chief(strategy):
 
 
 def shard_items(items, num_shards, index):
-    """Items index, index + num_shards, ...: worker `index`'s share of a
-    manifest, taken before anything is decoded.  Disjoint across workers,
-    and together they hold every item once."""
+    """Items index, index + num_shards, ...: worker `index`'s share of a manifest.
+
+    Taken before anything is decoded.  Disjoint across workers, and together
+    they hold every item once.
+    """
     if num_shards < 1 or not 0 <= index < num_shards:
         raise ValueError(
             f"shard index must lie in [0, num_shards), got index={index}, "

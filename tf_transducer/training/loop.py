@@ -60,8 +60,10 @@ _NOT_DESCRIBED = ("name", "dtype", "trainable")
 
 
 def model_description(model):
-    """What a checkpoint belongs to: the model's class and configuration
-    (without its name and dtype policy)."""
+    """What a checkpoint belongs to: the model's class and configuration.
+
+    The configuration leaves out the model's name and dtype policy.
+    """
     config = {k: v for k, v in model.get_config().items() if k not in _NOT_DESCRIBED}
     return json.loads(
         json.dumps({"class": type(model).__name__, "config": config}, default=repr)
@@ -69,8 +71,10 @@ def model_description(model):
 
 
 def _check_description(path, model, chief):
-    """Refuses a checkpoint folder of another model; the chief records this
-    one's in a new folder."""
+    """Refuses a checkpoint folder of another model.
+
+    The chief records this model's identity in a new folder.
+    """
     wanted = model_description(model)
     if os.path.isfile(path):
         with open(path) as f:
@@ -104,8 +108,10 @@ def _without_tf_info():
 
 
 class _Checkpoints:
-    """The run's checkpoint: restored at start, saved by every worker (the
-    chief's copy is the one kept), and saved on SIGTERM."""
+    """The run's checkpoint: restored at start, saved by every worker and on SIGTERM.
+
+    The chief's copy is the one kept.
+    """
 
     def __init__(self, model, strategy, directory, chief):
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
@@ -158,8 +164,10 @@ class _Checkpoints:
 
 
 def _step_function(model):
-    """One replica's step: (x, y) -> the replica's loss (already divided by
-    the number of replicas, as Keras does)."""
+    """One replica's step: (x, y) -> the replica's loss.
+
+    The loss is already divided by the number of replicas, as Keras does.
+    """
     optimizer = model.optimizer
     variables = model.trainable_variables
 
@@ -176,10 +184,12 @@ def _step_function(model):
 
 
 def loss_sums(model, dataset):
-    """{"loss": (sum of the batches' losses weighted by their sizes, items)}
-    of a model on (x, y) batches, computed with its own `compute_loss`:
-    one worker's share of a validation loss (see `train_loop`'s
-    `validation`)."""
+    """One worker's share of a validation loss, as {"loss": (sum, items)}.
+
+    The sum is of a model's losses on (x, y) batches, weighted by the
+    batches' sizes, computed with the model's own `compute_loss` (see
+    `train_loop`'s `validation`).
+    """
     # Keras divides a loss by the replicas inside a strategy's scope.
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     total, count = 0.0, 0
@@ -212,8 +222,10 @@ def train_loop(
     verbose=1,
     new_pipeline_at=None,
 ):
-    """Trains a compiled model; returns {"loss": [...], "val_...": [...]},
-    one value per epoch run by this call (reduced across workers).
+    """Trains a compiled model; returns {"loss": [...], "val_...": [...]}.
+
+    The history holds one value per epoch run by this call (reduced across
+    workers).
 
     Args:
       model: a Keras model built and compiled under `strategy.scope()`,
@@ -226,7 +238,8 @@ def train_loop(
         local replica; the same batches for the same epoch (seed the
         shuffle with the epoch) so that a resumed run sees what the
         interrupted one would have.
-      epochs, steps_per_epoch: positive ints.
+      epochs: a positive int.
+      steps_per_epoch: a positive int.
       strategy: default: `strategy_from_environment()`.
       checkpoint_dir: resume from and save to this folder (see the module
         docstring), or None.

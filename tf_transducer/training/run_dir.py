@@ -176,8 +176,11 @@ class RunDirectory:
         return action
 
     def trim_history(self, name, epochs_done):
-        """Drops rows of a CSV history past epochs_done (an interrupted
-        epoch's row, or rows of epochs the backup does not hold)."""
+        """Drops rows of a CSV history past epochs_done.
+
+        Those are an interrupted epoch's row, or rows of epochs the backup does
+        not hold.
+        """
         if self.read_only:
             return
         path = self.file(name)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Training a speech model on `SpeechDataset`s through `train_loop`, on one
-machine or several: what the transducer and DeepSpeech recipes share.
+"""Training a speech model on `SpeechDataset`s through `train_loop`.
+
+On one machine or several: what the transducer and DeepSpeech recipes share.
 
 Each worker passes its own shard of the utterances (`shard_utterances`,
 before any audio is read); the epoch's length is the same on every worker
@@ -31,8 +32,10 @@ SUMMARIES = "summaries"
 
 
 def shard_utterances(utterances, strategy):
-    """This worker's share of a list of utterances (all of them on one
-    machine): taken before any audio is decoded."""
+    """This worker's share of a list of utterances (all of them on one machine).
+
+    Taken before any audio is decoded.
+    """
     worker, workers = worker_position(strategy)
     return shard_items(utterances, workers, worker)
 
@@ -43,8 +46,10 @@ def keras_pairs(dataset):
 
 
 def run_directory(checkpoint_dir, config, files, overwrite, strategy):
-    """The run's folder: written by the chief (which owns `files`, the
-    history and the summaries), checked read-only by the other workers."""
+    """The run's folder: written by the chief, checked read-only by the others.
+
+    The chief owns `files`, the history and the summaries.
+    """
     return RunDirectory(
         checkpoint_dir,
         config,
@@ -55,8 +60,11 @@ def run_directory(checkpoint_dir, config, files, overwrite, strategy):
 
 
 def steps_per_epoch(train_data, batch_size, strategy, limit=None):
-    """Steps of one epoch: the batches of the shortest shard (every item
-    once per epoch on one machine), or `limit` when it is smaller."""
+    """Steps of one epoch: the batches of the shortest shard, or `limit`.
+
+    `limit` wins when it is smaller. On one machine an epoch sees every item
+    once.
+    """
     worker, workers = worker_position(strategy)
     replicas_here = strategy.num_replicas_in_sync // workers
     per_replica = batch_size // strategy.num_replicas_in_sync
@@ -127,24 +135,32 @@ def fit(
     augment=None,
     augment_from_epoch=0,
 ):
-    """Trains `model_fn()` on this worker's `train_data`; returns (model,
-    {"loss": [...], "val_loss": [...], ...} of the epochs this call ran).
+    """Trains `model_fn()` on this worker's `train_data`; returns (model, history).
+
+    The history is {"loss": [...], "val_loss": [...], ...} of the epochs this
+    call ran.
 
     Args:
       model_fn: steps_per_epoch -> a built, compiled model; called in
         `strategy.scope()` (after `keras.utils.set_random_seed(seed)`).
-      train_data, dev_data: this worker's shards (`SpeechDataset`s of
-        features).
+      train_data: this worker's shard (a `SpeechDataset` of features).
       run_dir: the `RunDirectory` (the chief's writes; read-only elsewhere).
-      epochs, batch_size (global), seed: training.
+      epochs: epochs to train.
+      batch_size: the global batch size (over every replica).
+      seed: training's random seed.
       strategy: from `strategy_from_environment`.
       best_file: name in the run folder of the best model (by val_loss, or
         loss without dev data): `.keras`, or weights with
         save_weights_only.
+      save_weights_only: save only the best model's weights.
+      dev_data: this worker's shard of the validation data, or None.
+      dev_batch_size: the batch size of the validation data.
       error_counts: optional (model, dev_data) -> {"wer": (errors, words),
         ...} over this worker's dev shard; logged as val_wer, ...
       early_stopping: optional (patience, min_delta).
       max_steps_per_epoch: cap on the steps of an epoch.
+      summary_dir: the epochs' summaries (default: summaries/ in the run
+        folder).
       callbacks: more Keras callbacks (every worker, after the run's own).
       verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
       augment: optional waveform augmentation of the training batches (see

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The transducer recipe: a log-mel RNN-T model trained on manifests, on one
-machine or several, then evaluated and decoded.
+"""The transducer recipe: a log-mel RNN-T model trained on manifests.
+
+It trains on one machine or several; the models are then evaluated and
+decoded.
 
     from tf_transducer.training import transducer_recipe as recipe
 
@@ -72,6 +74,52 @@ WAVE_AUGMENT_DEFAULT = dict(
 WARMUP_EPOCHS = 10
 BABBLE_UTTERANCES = 64
 
+# The recipe's model, which the CLI and the demo train: the encoder's size is
+# an argument of `train` (these are its defaults); the prediction network and
+# the joiner are these.
+ENCODER_UNITS = 256
+ENCODER_LAYERS = 2
+STACK = 3
+PREDICTOR = "stateless"
+PREDICTION_WIDTHS = dict(embedding_dim=64, predictor_units=128, joiner_units=128)
+
+
+def model_config(
+    vocab_size,
+    n_mels,
+    *,
+    augment=None,
+    encoder_units=ENCODER_UNITS,
+    encoder_layers=ENCODER_LAYERS,
+    stack=STACK,
+    predictor=PREDICTOR,
+):
+    """The recipe's model as `Transducer` keyword arguments.
+
+    `Transducer(**model_config(...))` builds what `train` trains (with
+    global feature normalisation over `n_mels` log-mel features).
+
+    Args:
+      vocab_size: classes including the blank (the text encoder's vocab_size).
+      n_mels: log-mel features per frame.
+      augment: SpecAugment's configuration, or None.
+      encoder_units: the encoder's LSTM units.
+      encoder_layers: the encoder's LSTM layers.
+      stack: input frames per encoder output frame (subsampling).
+      predictor: "stateless" or "lstm".
+    """
+    return dict(
+        vocab_size=vocab_size,
+        feature_dim=n_mels,
+        normalization="global",
+        augment=augment,
+        encoder_units=encoder_units,
+        encoder_layers=encoder_layers,
+        stack=stack,
+        predictor=predictor,
+        **PREDICTION_WIDTHS,
+    )
+
 
 def manifest_list(value, name):
     """Manifest paths from a list or a comma-separated string, each checked."""
@@ -94,9 +142,12 @@ def read_utterances(manifests, name):
 
 
 def make_text_encoder(kind, transcripts, vocab_size=256, word_delimiter=False):
-    """chars: the English alphabet; words / subwords: SentencePiece on
+    """The text encoder of a kind: chars, words or subwords.
+
+    chars: the English alphabet; words / subwords: SentencePiece on
     transcripts, with a delimiter class between words if word_delimiter
-    (characters have theirs, the space)."""
+    (characters have theirs, the space).
+    """
     from tf_transducer.data import CharacterAlphabet, SubwordEncoder
 
     if kind not in TEXT_ENCODERS:
@@ -128,7 +179,11 @@ def speech_data(
 
     Args:
       manifests: manifest paths, or a list of `Utterance`s (a worker's shard).
+      encoder: the text encoder of the transcripts.
+      sample_rate: the audio's sample rate, in Hz.
+      n_mels: mel bands of the features.
       max_duration: seconds; longer audio is an error naming the file.
+      skip_bad: drop (and count) unusable items instead of failing.
     """
     import tf_transducer as tt
 
@@ -165,10 +220,10 @@ def train(
     batch_size=16,
     learning_rate=0.004,
     loss="full",
-    encoder_units=256,
-    encoder_layers=2,
-    stack=3,
-    predictor="stateless",
+    encoder_units=ENCODER_UNITS,
+    encoder_layers=ENCODER_LAYERS,
+    stack=STACK,
+    predictor=PREDICTOR,
     augment="default",
     wave_augment="default",
     warmup_epochs=WARMUP_EPOCHS,
@@ -180,8 +235,9 @@ def train(
     callbacks=(),
     verbose=1,
 ):
-    """Trains a Transducer; returns (model, text encoder, history dict; None
-    when the run in checkpoint_dir had finished earlier).
+    """Trains a Transducer; returns (model, text encoder, history dict).
+
+    The history is None when the run in checkpoint_dir had finished earlier.
 
     Training again into the same folder resumes an interrupted run at its
     step, or leaves a finished one alone, when the configuration is the same;
@@ -189,18 +245,25 @@ def train(
     unless overwrite.
 
     Args:
-      train_files, dev_files: manifests (lists, or comma-separated strings).
+      train_files: manifests (a list, or a comma-separated string).
       checkpoint_dir: the run folder (on a file system every worker sees).
+      dev_files: validation manifests, as train_files.
       text_encoder: "chars", "words" or "subwords" (SentencePiece of
         vocab_size pieces).
+      vocab_size: the pieces of a "subwords" encoder.
       word_delimiter: words and subwords: a class between words (see
         `SubwordEncoder`); it lets whole-word models hear repeated words.
-      sample_rate, n_mels: log-mel features (saved with the model).
+      sample_rate: the log-mel features' sample rate (saved with the model).
+      n_mels: the log-mel features' bands (saved with the model).
       max_duration: seconds; a longer utterance is an error.
-      epochs, batch_size, learning_rate, loss, seed: training; batch_size is
-        global (over every replica), learning_rate the peak of a cosine
-        decay, loss "full" (RnntLoss) or "pruned" (PrunedRnntLoss).
-      encoder_units, encoder_layers, stack, predictor: the model.
+      epochs: epochs to train.
+      batch_size: the global batch size (over every replica).
+      learning_rate: the peak of a cosine decay.
+      loss: "full" (RnntLoss) or "pruned" (PrunedRnntLoss).
+      encoder_units: the model's encoder LSTM units.
+      encoder_layers: the model's encoder LSTM layers.
+      stack: input frames per encoder output frame (subsampling).
+      predictor: the model's prediction network (see `Transducer`).
       augment: "default" (AUGMENT_DEFAULT), "none", a SpecAugment policy
         name (LB, LD, SM, SS) or a dict of SpecAugment arguments.
       wave_augment: augmentation of the training audio before its features:
@@ -208,9 +271,12 @@ def train(
         telephone band, noise and babble, gain, DC offset), "none", or a
         dict of `WaveAugment` arguments (with "babble": bool).
       warmup_epochs: the first epochs train without either augmentation.
+      seed: training's random seed.
       skip_bad: drop (and count) unusable items instead of failing.
       distribution: see `strategy_from_environment` ("auto": TF_CONFIG
         naming several workers -> multi-worker); or give `strategy`.
+      strategy: a tf.distribute strategy, or None.
+      overwrite: start over in a run folder of another configuration.
       callbacks: Keras callbacks run at each epoch's end.
       verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
     """
@@ -244,22 +310,18 @@ def train(
     ):
         raise ValueError(f"warmup_epochs must be an int >= 0, got {warmup_epochs!r}")
     wave_config = wave_augment_config(wave_augment)
-    model_config = dict(
-        vocab_size=encoder.vocab_size,
-        feature_dim=n_mels,
-        normalization="global",
+    model_kwargs = model_config(
+        encoder.vocab_size,
+        n_mels,
         augment=augment,
         encoder_units=encoder_units,
         encoder_layers=encoder_layers,
         stack=stack,
         predictor=predictor,
-        embedding_dim=64,
-        predictor_units=128,
-        joiner_units=128,
     )
     config = dict(
         features=dict(sample_rate=sample_rate, n_mels=n_mels),
-        model=model_config,
+        model=model_kwargs,
         data=dict(
             train_files=[os.path.abspath(p) for p in train_manifests],
             dev_files=[os.path.abspath(p) for p in dev_manifests],
@@ -304,7 +366,7 @@ def train(
         if augment is not None:  # clean features for the warm-up
             policy = PRESETS[augment] if isinstance(augment, str) else augment
             spec_augment = dict(policy, start_step=warmup_epochs * steps)
-        model = Transducer(**dict(model_config, augment=spec_augment))
+        model = Transducer(**dict(model_kwargs, augment=spec_augment))
         model.build()
         # Statistics over every worker's shard: the same on each.
         model.normalizer.adapt(
@@ -366,8 +428,10 @@ def wave_augment_config(wave_augment):
 
 
 def make_wave_augment(config, manifests, sample_rate, seed):
-    """The `WaveAugment` of a wave_augment config (None: none), its babble
-    made of BABBLE_UTTERANCES training utterances."""
+    """The `WaveAugment` of a wave_augment config (None: none).
+
+    Its babble is made of BABBLE_UTTERANCES training utterances.
+    """
     from tf_transducer.data import calibration_audio
     from tf_transducer.data.augment import WaveAugment, make_babble_bank
 
@@ -385,9 +449,12 @@ def decode_batch(
     model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85,
     beam_method="modified",
 ):  # fmt: skip
-    """Label sequences of a SpeechDataset batch: greedy search (beam_width 1
-    without a scorer) or beam search (`beam_method`: "modified", one symbol
-    per frame at most, or "standard") with the scorer's LM."""
+    """Label sequences of a SpeechDataset batch.
+
+    Greedy search with beam_width 1 and no scorer, else beam search
+    (`beam_method`: "modified", one symbol per frame at most, or "standard")
+    with the scorer's LM.
+    """
     from tf_transducer.decoding.transducer import (
         transducer_beam_search,
         transducer_greedy_decode,
@@ -402,8 +469,10 @@ def decode_batch(
 
 
 def transcribe_data(model, encoder, data, batch_size=64, **decoding):
-    """[(reference, hypothesis)] of every utterance of a SpeechDataset, in
-    its order (`decoding`: beam_width, scorer, alpha, beta, beam_method)."""
+    """[(reference, hypothesis)] of every utterance of a SpeechDataset, in order.
+
+    `decoding` holds beam_width, scorer, alpha, beta, beam_method.
+    """
     found = {}
     for batch in data.dataset(batch_size, shuffle=False):
         hyps = decode_batch(model, batch, **decoding)
@@ -413,8 +482,11 @@ def transcribe_data(model, encoder, data, batch_size=64, **decoding):
 
 
 def error_counts(model, data, encoder):
-    """{"wer": (word errors, words), "cer": (char errors, chars)} of greedy
-    search over a SpeechDataset: sums that add up across workers."""
+    """Error counts of greedy search over a SpeechDataset.
+
+    {"wer": (word errors, words), "cer": (char errors, chars)}: sums that add
+    up across workers.
+    """
     from tf_transducer.decoding import edit_distance
 
     counts = {"wer": [0, 0], "cer": [0, 0]}
@@ -451,7 +523,8 @@ def evaluate_export(export_dir, paths, transcripts, num_threads=1):
 
     Args:
       export_dir: a folder written by `export_transducer`.
-      paths: audio files (read at the export's rate); transcripts: theirs.
+      paths: audio files (read at the export's rate).
+      transcripts: the files' transcripts.
       num_threads: interpreter threads.
 
     Returns:

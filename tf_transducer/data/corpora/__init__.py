@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The bundled corpora (see README.md here): paths to their folders and
-manifests.
+"""The bundled corpora (see README.md here): paths to their folders and manifests.
 
 They live in the repository and the source archive (for the tests, the demo
 and the notebooks), not in the wheel. Nothing is ever downloaded: the files
@@ -25,8 +24,9 @@ MANIFESTS = {
 
 
 def corpora_dir() -> str:
-    """The folder holding the corpora: $TF_TRANSDUCER_CORPORA, else this
-    package's own folder.
+    """The folder holding the corpora.
+
+    $TF_TRANSDUCER_CORPORA when it is set, else this package's own folder.
 
     Raises:
       FileNotFoundError: the corpora are not there (an install from the

@@ -91,8 +91,7 @@ PAUSE_RANGE = (0.08, 0.5)
 
 
 def voice_settings(engine, rng, varied):
-    """One utterance's random reading settings (varied: pitch and word gap
-    too)."""
+    """One utterance's random reading settings (varied: pitch and word gap too)."""
     if engine == "espeak":
         settings = dict(
             speed=int(rng.integers(130, 191) if not varied else rng.integers(115, 196))
@@ -130,8 +129,11 @@ def synthesise(engine, voice, text, settings, workdir):
 
 
 def read_out(engine, voice, words, settings, pauses, workdir):
-    """The words read as one phrase, or (pauses: seconds between words) one
-    word at a time, each trimmed to its speech, with silence between."""
+    """The words read as one phrase, or one word at a time.
+
+    With pauses (seconds between words) each word is read alone, trimmed to
+    its speech, with silence between.
+    """
     if pauses is None:
         return synthesise(engine, voice, " ".join(words), settings, workdir)
     pieces = []
@@ -150,8 +152,12 @@ def flac_bytes(audio):
 
 
 def utterances():
-    """(split, file name, words, engine, voice, reading settings, pauses
-    (None: read as one phrase)) for every utterance."""
+    """What to synthesise, for every utterance.
+
+    Yields:
+      (split, file name, words, engine, voice, reading settings, pauses),
+      pauses None to read the words as one phrase.
+    """
     for split, voices in VOICES.items():
         for engine, voice in voices:
             key = f"{engine}:{voice}".encode()
@@ -181,6 +187,7 @@ def utterances():
 
 
 def main(argv):
+    """Writes the corpus to --out (or, with --check, compares); the exit status."""
     del argv
     for tool in ("espeak-ng", "flite"):
         if shutil.which(tool) is None:

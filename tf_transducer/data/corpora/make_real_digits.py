@@ -61,6 +61,7 @@ def files():
 
 
 def main(argv):
+    """Writes the corpus to --out (or, with --check, compares); the exit status."""
     del argv
     for path in (ASTERISK, TIDIGITS):
         if not os.path.exists(path):
