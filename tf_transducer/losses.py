@@ -2,14 +2,20 @@
 """Keras 3 losses over the transducer ops, for `model.compile(loss=...)`."""
 
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 import keras
 import tensorflow as tf
 
 from tf_transducer.ops import neural_transducer as nt_ops
 from tf_transducer.ops import rnnt, rnnt_pruned, rnnt_smoothed
-from tf_transducer.ops._validation import after, first_bad, real_number, require
+from tf_transducer.ops._validation import (
+    TensorLike,
+    after,
+    first_bad,
+    real_number,
+    require,
+)
 
 __all__ = [
     "CtcLoss",
@@ -20,7 +26,6 @@ __all__ = [
 ]
 
 _REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _check_blank(blank: int, pad_id: int) -> None:

@@ -8,15 +8,12 @@ ids (no blanks, repeats merged).
 
 import functools
 import math
-from typing import TypeAlias
 
 import numpy as np
-import tensorflow as tf
 
 from tf_transducer.decoding._numeric import log_add, log_softmax
 from tf_transducer.decoding.lm import LmContext, WordScorer
-
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
+from tf_transducer.ops._validation import TensorLike
 
 
 def _lengths(logits: TensorLike, lengths: TensorLike | None) -> list[int]:

@@ -10,17 +10,16 @@ With a beam wide enough to keep everything this is the most probable label
 sequence, its probability summed over alignments.
 """
 
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 
 from tf_transducer.decoding._numeric import log_softmax
+from tf_transducer.ops._validation import TensorLike
 
 if TYPE_CHECKING:
     from tf_transducer.layers import NeuralTransducer
-
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _merge(

@@ -15,15 +15,14 @@ log-probabilities of the model (each alignment: the product of its steps).
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
-import tensorflow as tf
 
 from tf_transducer.decoding._numeric import log_add, log_softmax
 from tf_transducer.decoding.lm import LmContext, WordScorer
+from tf_transducer.ops._validation import TensorLike
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer
 
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 State: TypeAlias = list[np.ndarray]
 
 

@@ -8,16 +8,15 @@ state unchanged). Every state is final.
 
 import abc
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.lattice.semirings import Semiring
+from tf_transducer.lattice.semirings import Semiring, TensorLike
 
 _PACKAGE = "tf_transducer"
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _map(fn: Callable[..., Any], value: Any) -> Any:

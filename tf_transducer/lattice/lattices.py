@@ -35,14 +35,13 @@ import tensorflow as tf
 from tf_transducer.lattice import semirings
 from tf_transducer.lattice.alignments import TimeSyncAlignmentLattice
 from tf_transducer.lattice.contexts import ContextDependency
-from tf_transducer.lattice.semirings import Semiring
+from tf_transducer.lattice.semirings import Semiring, TensorLike
 from tf_transducer.lattice.weight_fns import (
     LocallyNormalizedWeightFn,
     WeightFn,
     WeightFnCacher,
 )
 
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 Lift: TypeAlias = Callable[[tf.Tensor], Any]
 
 

@@ -22,8 +22,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer.lattice.semirings import TensorLike
+
 _PACKAGE = "tf_transducer"
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 Normalizer: TypeAlias = Callable[[TensorLike, TensorLike], tuple[tf.Tensor, tf.Tensor]]
 
 

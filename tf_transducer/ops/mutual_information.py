@@ -16,16 +16,13 @@ the score and, in the same call, the occupation probability of every step,
 which is the gradient of sum(scores); the registered gradient only scales it.
 """
 
-from typing import TypeAlias
-
 import tensorflow as tf
 
 from tf_transducer.ops import _loader, _validation
-from tf_transducer.ops._validation import in_xla_context
+from tf_transducer.ops._validation import TensorLike, in_xla_context
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 
 _OP_NAME = "TfTransducerMutualInformation"
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 @tf.RegisterGradient(_OP_NAME)

@@ -12,14 +12,12 @@ It uses only TensorFlow ops that XLA compiles, so it runs inside
 `tf.function(jit_compile=True)` where the custom op cannot.
 """
 
-from typing import TypeAlias
-
 import tensorflow as tf
 
 from tf_transducer.ops import _validation
+from tf_transducer.ops._validation import TensorLike
 
 _NEG_INF = float("-inf")
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _log_add(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:

@@ -21,11 +21,10 @@ Shapes: log_probs [B, NB, U + 1, W, V] (B sequences, NB blocks, V outputs
 including <e>), labels [B, U], label_lengths [B], num_blocks [B].
 """
 
-from typing import TypeAlias
-
 import tensorflow as tf
 
 from tf_transducer.ops._validation import (
+    TensorLike,
     first_bad,
     in_xla_context,
     integer_tensor,
@@ -33,7 +32,6 @@ from tf_transducer.ops._validation import (
 )
 
 NEG_INF = float("-inf")
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _block_scores(

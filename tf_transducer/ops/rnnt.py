@@ -27,7 +27,7 @@ under XLA.
 """
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -35,6 +35,7 @@ from tf_transducer.ops import _loader
 from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTIONS)
     REDUCTIONS,
     RNNT_TYPES,
+    TensorLike,
     _check_boundary,
     _check_frames,
     _check_logits,
@@ -54,7 +55,6 @@ from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTION
 from tf_transducer.ops.mutual_information import mutual_information_recursion
 
 _NEG_INF = float("-inf")
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def boundary_from_lengths(

@@ -7,12 +7,11 @@ the pruned joiner's.
 The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
 """
 
-from typing import TypeAlias
-
 import tensorflow as tf
 
 from tf_transducer.ops import _loader
 from tf_transducer.ops._validation import (
+    TensorLike,
     _check_boundary,
     _check_boundary_values,
     _check_logits,
@@ -33,8 +32,6 @@ from tf_transducer.ops.rnnt import (
     _mi_dtype,
     _reduce,
 )
-
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _monotonic_lower_bound(x: tf.Tensor) -> tf.Tensor:

@@ -6,11 +6,9 @@ It mixes the additive joiner's log-probs with LM-only and AM-only terms.
 The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
 """
 
-from typing import TypeAlias
-
 import tensorflow as tf
 
-from tf_transducer.ops._validation import _check_options, real_number
+from tf_transducer.ops._validation import TensorLike, _check_options, real_number
 from tf_transducer.ops.rnnt import (
     _FLOAT32_SAFE_MIN,
     _boundary_for_simple,
@@ -23,8 +21,6 @@ from tf_transducer.ops.rnnt import (
     _tiny,
     _with_float64_fallback,
 )
-
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def get_rnnt_logprobs_smoothed(
