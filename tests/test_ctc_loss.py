@@ -39,6 +39,36 @@ def test_padding_does_not_change_the_loss():
     np.testing.assert_allclose(loss(padded_labels, y_pred), short, rtol=1e-6)
 
 
+def test_labels_of_width_zero_score_the_all_blank_path():
+    # tf.nn.ctc_loss alone scores a [B, 0] label batch wrongly.
+    logits = np.random.default_rng(4).normal(size=(2, 5, 6)).astype(np.float32)
+    got = CtcLoss(reduction="none")(np.zeros((2, 0), np.int64), logits)
+    want = -log_softmax(logits.astype(np.float64))[..., 0].sum(1)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_nan_or_inf_logits_are_named_unless_in_the_padding():
+    logits = np.random.default_rng(5).normal(size=(2, 6, 4)).astype(np.float32)
+    labels = np.array([[1, 2], [3, -1]])
+    loss = CtcLoss(reduction="none")
+    want = loss(labels, logits[:, :4])
+    logits[1, 4:] = np.nan  # padding: never read
+    y_pred = tf.constant(logits)
+    y_pred._keras_mask = tf.sequence_mask([4, 4], 6)
+    np.testing.assert_allclose(loss(labels, y_pred), want, rtol=1e-6)
+    for bad in (np.nan, np.inf):
+        logits[0, 1, 2] = bad
+        with pytest.raises(tf.errors.InvalidArgumentError, match="y_pred must be"):
+            loss(labels, logits)
+
+
+def test_a_frame_mask_with_holes_is_named():
+    y_pred = tf.constant(np.zeros((1, 4, 3), np.float32))
+    y_pred._keras_mask = tf.constant([[True, False, True, False]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="y_pred's Keras mask"):
+        CtcLoss()([[1]], y_pred)
+
+
 def test_impossible_alignments_are_inf_or_zero_with_finite_gradients():
     labels = np.array([[1, 1, 1], [1, 2, -1]])  # 1 1 1 needs 5 frames
     assert ctc_feasible(labels, [3, 2], [4, 4]).numpy().tolist() == [False, True]

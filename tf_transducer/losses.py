@@ -12,6 +12,8 @@ from tf_transducer.ops import rnnt, rnnt_pruned, rnnt_smoothed
 from tf_transducer.ops._validation import (
     TensorLike,
     after,
+    clamp_value,
+    finite_or_neg_inf,
     first_bad,
     real_number,
     require,
@@ -171,12 +173,33 @@ class _LabelSequenceLoss(keras.losses.Loss):
 
     @staticmethod
     def _frame_counts(
-        frames: TensorLike, batch: TensorLike, frame_mask: TensorLike | None
+        frames: TensorLike,
+        batch: TensorLike,
+        frame_mask: TensorLike | None,
+        owner: str = "y_pred",
     ) -> tf.Tensor:
-        """logit_lengths [B] from a [B, T] frame mask, else all T frames."""
+        """logit_lengths [B] from a [B, T] frame mask, else all T frames.
+
+        The mask must be a prefix in each row (each utterance's frames, then
+        padding): a mask with holes is an InvalidArgumentError naming
+        `owner`'s Keras mask, since lengths cannot describe it.
+        """
         if frame_mask is None:
             return tf.fill([batch], tf.cast(frames, tf.int64))
-        return tf.reduce_sum(tf.cast(frame_mask, tf.int64), axis=1)
+        mask = tf.cast(frame_mask, tf.bool)
+        counts = tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)
+        hole = mask[:, 1:] & ~mask[:, :-1]
+        _, index = first_bad(hole, mask[:, 1:])
+        with after(
+            require(
+                ~tf.reduce_any(hole),
+                f"{owner}'s Keras mask must mark each utterance's first frames "
+                "(a prefix per row, as a masking layer gives); got a masked "
+                "frame before an unmasked one at [b, t] = {}",
+                index + [[0, 1]],
+            )
+        ):
+            return tf.identity(counts)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -224,7 +247,8 @@ def ctc_feasible(
     (a blank between repeats).
     """
     labels = tf.cast(labels, tf.int32)
-    inside = tf.range(tf.shape(labels)[1] - 1)[tf.newaxis] < (
+    pairs = tf.maximum(tf.shape(labels)[1] - 1, 0)  # adjacent label pairs
+    inside = tf.range(pairs)[tf.newaxis] < (
         tf.cast(label_lengths, tf.int32)[:, tf.newaxis] - 1
     )
     repeats = tf.reduce_sum(
@@ -290,9 +314,14 @@ class CtcLoss(_LabelSequenceLoss):
         label_lengths = tf.cast(label_lengths, tf.int32)
         logit_lengths = tf.cast(logit_lengths, tf.int32)
         feasible = ctc_feasible(symbols, label_lengths, logit_lengths)
-        # Frames past each length are never read (whatever they hold).
+        # Frames past each length are never read (whatever they hold); the
+        # others must hold no NaN or +inf.
         frames = tf.sequence_mask(logit_lengths, tf.shape(logits)[1])
         logits = tf.where(frames[..., tf.newaxis], tf.cast(logits, tf.float32), 0.0)
+        with after(finite_or_neg_inf(logits, "y_pred")):
+            logits = tf.identity(logits)
+        # tf.nn.ctc_loss scores labels of width 0 wrongly: one ignored column.
+        symbols = tf.pad(symbols, [[0, 0], [0, 1]])
         losses = tf.nn.ctc_loss(
             labels=tf.cast(symbols, tf.int32),
             logits=logits,
@@ -328,7 +357,8 @@ class RnntLoss(_TransducerLoss):
         (use it as `padding_values` of `tf.data.Dataset.padded_batch`); it
         must not be a class index.
       clamp: if > 0, clamps each element of each utterance's gradient with
-        respect to the logits to [-clamp, clamp].
+        respect to the logits to [-clamp, clamp]; <= 0 (the default) or +inf
+        clamps nothing.
       fastemit_lambda: float >= 0, FastEmit regularisation: the gradient
         through symbol steps is scaled by (1 + fastemit_lambda).
       reduction: "sum_over_batch_size" (default) or "mean" (the mean over
@@ -364,7 +394,7 @@ class RnntLoss(_TransducerLoss):
         super().__init__(
             blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
         )
-        self.clamp = real_number("clamp", clamp)
+        self.clamp = clamp_value(clamp)
         self.fastemit_lambda = real_number(
             "fastemit_lambda", fastemit_lambda, minimum=0.0
         )
@@ -515,7 +545,7 @@ class PrunedRnntLoss(_TransducerLoss):
                 "lm_only_scale + am_only_scale must be < 1, got "
                 f"{lm_only_scale} + {am_only_scale}"
             )
-        self.clamp = real_number("clamp", clamp)
+        self.clamp = clamp_value(clamp)
         self.fastemit_lambda = real_number(
             "fastemit_lambda", fastemit_lambda, minimum=0.0
         )
@@ -547,7 +577,7 @@ class PrunedRnntLoss(_TransducerLoss):
         logit_lengths = y_pred.get("logit_lengths")
         if logit_lengths is None:
             logit_lengths = self._frame_counts(
-                tf.shape(am)[1], tf.shape(symbols)[0], frame_mask
+                tf.shape(am)[1], tf.shape(symbols)[0], frame_mask, 'y_pred["encoder"]'
             )
         boundary = rnnt.boundary_from_lengths(
             logit_lengths, label_lengths, tf.shape(am)[1], tf.shape(symbols)[1]
@@ -661,6 +691,7 @@ class RecognitionLatticeLoss(_LabelSequenceLoss):
                 tf.shape(frames)[1],
                 tf.shape(frames)[0],
                 getattr(frames, "_keras_mask", None),
+                'y_pred["frames"]',
             )
         labels, num_labels = self._labels(
             y_true, lattice.vocab_size + 1, tf.shape(frames)[0], excluded=0
@@ -763,6 +794,10 @@ class NeuralTransducerLoss(_LabelSequenceLoss):
         num_blocks = y_pred.get("num_blocks")
         if num_blocks is None:
             num_blocks = tf.fill(tf.shape(logits)[:1], tf.shape(logits)[1])
+        with after(
+            nt_ops.check_scores(logits, label_lengths, num_blocks, 'y_pred["logits"]')
+        ):
+            logits = tf.identity(logits)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         W, e = self.transducer_max_width, self.e_symbol_index
         counts, score = nt_ops.best_block_alignment(

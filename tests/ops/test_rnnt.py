@@ -448,6 +448,8 @@ def test_clamp_limits_each_gradient_element(jit_compile):
     w = weights.numpy()[:, None, None, None]
     np.testing.assert_allclose(clamped, np.clip(free / w, -0.05, 0.05) * w, atol=1e-12)
     assert np.abs(free / w).max() > 0.05  # the clamp did something
+    # +inf bounds nothing: the same as torchaudio's "no clamp" (< 0).
+    np.testing.assert_array_equal(grads(float("inf")), free)
 
 
 def test_lengths_are_the_same_as_a_boundary():

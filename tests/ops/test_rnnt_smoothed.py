@@ -21,7 +21,9 @@ def problem(rng, B=2, T=6, S=3, C=5):
 
 
 @pytest.mark.parametrize("rnnt_type", TYPES)
-@pytest.mark.parametrize("scales", [(0.1, 0.1), (0.25, 0.0), (0.0, 0.0)])
+@pytest.mark.parametrize(
+    "scales", [(0.1, 0.1), (0.25, 0.0), (0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.5, 0.5)]
+)
 def test_smoothed_logprobs_match_reference(rnnt_type, scales):
     rng = np.random.default_rng([len(rnnt_type), int(scales[0] * 100)])
     lm, am, symbols, boundary = problem(rng)
@@ -67,3 +69,22 @@ def test_smoothed_loss_gradient_matches_finite_differences():
     analytic, numeric = tf.test.compute_gradient(f, [lm, am])
     for a, n in zip(analytic, numeric, strict=True):
         np.testing.assert_allclose(a, n, atol=1e-7)
+
+
+def test_lm_only_loss_is_finite_and_matches_the_lm_alone():
+    """lm_only_scale = 1: the LM's own log-probs, -inf after the last frame."""
+    rng = np.random.default_rng(9)
+    lm, am, symbols, boundary = problem(rng)
+    got = rnnt_smoothed.rnnt_loss_smoothed(
+        lm, am, symbols, 1, 1.0, 0.0, boundary, reduction="none"
+    )
+    log_lm = lm - np.log(np.exp(lm).sum(-1, keepdims=True))  # [B, S + 1, C]
+    B, T = am.shape[:2]
+    px = np.take_along_axis(log_lm[:, :-1], symbols[..., None], 2)  # [B, S, 1]
+    px = np.concatenate([np.repeat(px, T, 2), np.full(px.shape, -np.inf)], 2)
+    for b, t_end in enumerate(boundary[:, 3]):
+        px[b, :, t_end] = -np.inf  # no symbol after the last frame
+    py = np.repeat(log_lm[:, :, 1:2], T, 2)  # blank 1, [B, S + 1, T]
+    scores, _, _ = mi_reference(px, py, boundary)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, -scores, rtol=1e-10)

@@ -129,15 +129,35 @@ def real_number(name: str, value: Any, minimum: float | None = None) -> float:
     return value
 
 
-def finite_or_neg_inf(x: tf.Tensor, name: str) -> Any:
-    """A check that x holds no NaN or +inf (-inf is a legal log-weight)."""
+def clamp_value(clamp: Any) -> float:
+    """The gradient clamp as the ops take it: > 0 clamps, -1.0 clamps nothing.
+
+    As torchaudio, a clamp <= 0 means no clamping; so does +inf (no bound).
+    NaN is a ValueError.
+    """
+    if isinstance(clamp, bool) or not isinstance(clamp, numbers.Real):
+        raise ValueError(f"clamp must be a real number, got {clamp!r}")
+    clamp = float(clamp)
+    if math.isnan(clamp):
+        raise ValueError("clamp must be a number (> 0 to clamp, else none), got nan")
+    return clamp if 0 < clamp < math.inf else -1.0
+
+
+def finite_or_neg_inf(x: tf.Tensor, name: str, neg_inf: bool = True) -> Any:
+    """A check that x holds no NaN or +inf (-inf is a legal log-weight).
+
+    With neg_inf=False, -inf is refused too (probabilities, occupations).
+    """
     if in_xla_context():
         return None
-    legal = tf.math.is_finite(x) | tf.equal(x, float("-inf"))
+    legal = tf.math.is_finite(x)
+    if neg_inf:
+        legal |= tf.equal(x, float("-inf"))
     value, index = first_bad(~legal, x)
+    what = "finite or -inf" if neg_inf else "finite"
     return require(
         tf.reduce_all(legal),
-        f"{name} must be finite or -inf; got {{}} at index {{}}",
+        f"{name} must be {what}; got {{}} at index {{}}",
         value,
         index,
     )
@@ -231,9 +251,51 @@ def runtime_checks(px: tf.Tensor, py: tf.Tensor, boundary: tf.Tensor) -> list[An
     """Graph-side checks for the pure-TF path, matching the kernel's errors.
 
     Returns a list of assertion ops (no-ops under XLA, which ignores them).
+    The shapes are checked first (while tracing only the ranks were known),
+    then the boundary's values, then px and py's.
     """
     shape = tf.shape(py, out_type=tf.int64)
     s, t = shape[1] - 1, shape[2]
+    if in_xla_context():
+        return []
+    px_shape = tf.shape(px, out_type=tf.int64)
+    rows = tf.shape(boundary, out_type=tf.int64)[0]
+    shape_checks = [
+        require(
+            tf.equal(px_shape[0], shape[0]),
+            "px and py must have the same batch size, got px {} and py {}",
+            px_shape,
+            shape,
+        ),
+        require(
+            tf.equal(px_shape[1] + 1, shape[1]),
+            "py must have S + 1 rows to match px, got px {} and py {}",
+            px_shape,
+            shape,
+        ),
+        require(
+            (px_shape[2] >= t) & (px_shape[2] <= t + 1),
+            "px must have T + 1 (regular) or T (modified) columns to match py, "
+            "got px {} and py {}",
+            px_shape,
+            shape,
+        ),
+        require(
+            (s > 0) & (t > 0),
+            "S and T must be positive, got px {} and py {} (pass a boundary to "
+            "express empty sequences)",
+            px_shape,
+            shape,
+        ),
+        require(
+            tf.equal(rows, shape[0]),
+            "boundary must have shape [B, 4] with B = {} from px, got {} rows",
+            shape[0],
+            rows,
+        ),
+    ]
+    with after(*shape_checks):
+        boundary = tf.identity(boundary)
     s_begin, t_begin, s_end, t_end = (boundary[:, i] for i in range(4))
     ok = (
         (s_begin >= 0)
@@ -243,10 +305,8 @@ def runtime_checks(px: tf.Tensor, py: tf.Tensor, boundary: tf.Tensor) -> list[An
         & (t_begin <= t_end)
         & (t_end <= t)
     )
-    if in_xla_context():
-        return []
     row, _ = first_bad(~ok, boundary)
-    checks = [
+    checks = shape_checks + [
         require(
             tf.reduce_all(ok),
             "boundary rows must satisfy 0 <= s_begin <= s_end <= S = {} and "
@@ -416,7 +476,11 @@ def _check_ranges(ranges, batch=None, frames=None, num_symbols=None):
 
 
 def _check_boundary(boundary, batch=None):
-    """boundary as int64 [B, 4] (values are checked where it is used)."""
+    """boundary as int64 [B, 4] (values are checked where it is used).
+
+    batch: the B of the other inputs (int, or a tensor when not known while
+    tracing); None checks the shape alone.
+    """
     boundary = integer_tensor(boundary, "boundary", 2, "[B, 4]")
     if boundary.shape[1] not in (None, 4) or (
         isinstance(batch, int) and boundary.shape[0] not in (None, batch)
@@ -424,13 +488,27 @@ def _check_boundary(boundary, batch=None):
         raise ValueError(
             f"boundary must have shape [B, 4] with B = {batch}, got {boundary.shape}"
         )
-    return boundary
+    if batch is None or (isinstance(batch, int) and boundary.shape[0] is not None):
+        return boundary
+    rows = tf.shape(boundary, out_type=tf.int64)[0]
+    with after(
+        require(
+            tf.equal(rows, tf.cast(batch, tf.int64)),
+            "boundary must have B = {} rows (one per sequence), got {}",
+            batch,
+            rows,
+        )
+    ):
+        return tf.identity(boundary)
 
 
 def _check_boundary_values(boundary, s_len, t_len):
-    """0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T in each row."""
+    """0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T in each row.
+
+    Returns the check (for `after`), None eagerly or under XLA.
+    """
     if in_xla_context():
-        return
+        return None
     s_len, t_len = tf.cast(s_len, tf.int64), tf.cast(t_len, tf.int64)
     ok = (
         (boundary[:, 0] >= 0)
@@ -441,7 +519,7 @@ def _check_boundary_values(boundary, s_len, t_len):
         & (boundary[:, 3] <= t_len)
     )
     row, index = first_bad(~ok, boundary)
-    require(
+    return require(
         tf.reduce_all(ok),
         "boundary rows must satisfy 0 <= s_begin <= s_end <= S = {} and "
         "0 <= t_begin <= t_end <= T = {}; got {} at row {}",

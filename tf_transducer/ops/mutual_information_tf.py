@@ -174,8 +174,9 @@ def mutual_information_recursion_tf(
     """
     with tf.name_scope("mutual_information_recursion_tf"):
         px, py, boundary = _validation.prepare_inputs(px, py, boundary)
+        # Everything computed from the inputs runs after the checks.
         with tf.control_dependencies(_validation.runtime_checks(px, py, boundary)):
-            px = tf.identity(px)
+            px, py, boundary = tf.identity(px), tf.identity(py), tf.identity(boundary)
 
         @tf.custom_gradient
         def recursion(px, py):

@@ -103,6 +103,10 @@ def best_block_alignment(
     labels, label_lengths, num_blocks = _checked(
         log_probs, labels, label_lengths, num_blocks, e_symbol
     )
+    with tf.control_dependencies(
+        [c for c in [check_scores(log_probs, label_lengths, num_blocks)] if c]
+    ):
+        log_probs = tf.identity(log_probs)
     U = tf.shape(labels)[1]
     positions = tf.range(U + 1)[None]  # [1, U + 1]
     valid_labels = tf.range(U)[None] < label_lengths[:, None]
@@ -157,6 +161,41 @@ def best_block_alignment(
     return counts, score
 
 
+def check_scores(
+    scores: tf.Tensor,
+    label_lengths: tf.Tensor,
+    num_blocks: tf.Tensor,
+    name: str = "log_probs",
+) -> tf.Tensor | None:
+    """A check that scores [B, NB, U + 1, W, V] hold no NaN or +inf where read.
+
+    Read are the blocks b < num_blocks and the rows s <= label_lengths (-inf
+    is a legal log-probability; padding may hold anything). Returns the
+    assertion (None eagerly or under XLA); the error names `name`.
+    """
+    if in_xla_context():
+        return None
+    shape = tf.shape(scores)
+    blocks = (
+        tf.range(shape[1])[None, :, None] < tf.cast(num_blocks, tf.int32)[:, None, None]
+    )
+    rows = (
+        tf.range(shape[2])[None, None, :]
+        <= tf.cast(label_lengths, tf.int32)[:, None, None]
+    )
+    bad = (blocks & rows)[..., None, None] & ~(
+        tf.math.is_finite(scores) | tf.equal(scores, NEG_INF)
+    )
+    value, index = first_bad(bad, scores)
+    return require(
+        ~tf.reduce_any(bad),
+        f"{name} must be finite or -inf in the blocks and label positions read; "
+        "got {} at [b, block, u, k, v] = {}",
+        value,
+        index,
+    )
+
+
 def _checked(
     log_probs: tf.Tensor,
     labels: TensorLike,
@@ -179,6 +218,22 @@ def _checked(
     if vocab is not None and e_symbol >= vocab:
         raise ValueError(f"e_symbol must lie in [0, V = {vocab}), got {e_symbol}")
     checks = []
+    if None not in (log_probs.shape[2], labels.shape[1]):
+        if log_probs.shape[2] != labels.shape[1] + 1:
+            raise ValueError(
+                f"log_probs must have U + 1 = {labels.shape[1] + 1} label positions "
+                f"for labels {labels.shape}, got log_probs {log_probs.shape}"
+            )
+    else:
+        checks.append(
+            require(
+                tf.equal(shape[2], tf.shape(labels, out_type=tf.int64)[1] + 1),
+                "log_probs must have U + 1 label positions for labels [B, U] "
+                "= {}, got log_probs {}",
+                tf.shape(labels),
+                shape,
+            )
+        )
     for name, x in (
         ("labels", labels),
         ("label_lengths", label_lengths),

@@ -37,12 +37,15 @@ from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTION
     RNNT_TYPES,
     TensorLike,
     _check_boundary,
+    _check_boundary_values,
     _check_frames,
     _check_logits,
     _check_options,
     _check_symbols,
     _check_termination,
     _dim,
+    after,
+    clamp_value,
     default_boundary,
     finite_or_neg_inf,
     first_bad,
@@ -161,6 +164,11 @@ def _fix_for_boundary(px, boundary):
 
 
 def _finish_logprobs(px, py, boundary, rnnt_type):
+    if boundary is not None:
+        boundary = _check_boundary(boundary, _dim(py, 0))
+        shape = tf.shape(py, out_type=tf.int64)
+        with after(_check_boundary_values(boundary, shape[1] - 1, shape[2])):
+            boundary = tf.identity(boundary)
     if rnnt_type == "regular":
         return _fix_for_boundary(px, boundary), py
     if rnnt_type == "constrained":
@@ -332,7 +340,8 @@ def _simple_loss_inputs(
     lm = float_tensor(lm, "lm", 3, "[B, S + 1, C]")
     am = float_tensor(am, "am", 3, "[B, T, C]")
     if boundary is not None:
-        rows, frames = _used_by_boundary(_check_boundary(boundary), lm, am)
+        boundary = _check_boundary(boundary, _dim(lm, 0))
+        rows, frames = _used_by_boundary(boundary, lm, am)
         lm = tf.where(rows[..., tf.newaxis], lm, tf.zeros_like(lm))
         am = tf.where(frames[..., tf.newaxis], am, tf.zeros_like(am))
     finite_or_neg_inf(lm, "lm")
@@ -660,7 +669,7 @@ def rnnt_loss(
       label_lengths: optional int [B] symbols, with logit_lengths.
       clamp: if > 0, each element of the gradient of each utterance's loss
         with respect to the logits is clamped to [-clamp, clamp] (as
-        torchaudio's `clamp`).
+        torchaudio's `clamp`); <= 0 or +inf clamps nothing.
       fastemit_lambda: float >= 0, FastEmit regularisation (arXiv
         2010.11148): the gradient through every symbol step is scaled by
         (1 + fastemit_lambda), which favours emitting early; the loss value
@@ -670,7 +679,7 @@ def rnnt_loss(
       The loss: [B] with reduction "none", else a scalar.
     """
     delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
-    clamp = real_number("clamp", clamp)
+    clamp = clamp_value(clamp)
     fastemit_lambda = real_number("fastemit_lambda", fastemit_lambda, minimum=0.0)
     with tf.name_scope("rnnt_loss"):
         logits = tf.convert_to_tensor(logits, name="logits")

@@ -18,6 +18,9 @@ from tf_transducer.ops._validation import (
     _check_options,
     _check_ranges,
     _dim,
+    after,
+    clamp_value,
+    finite_or_neg_inf,
     float_tensor,
     in_xla_context,
     real_number,
@@ -144,7 +147,12 @@ def get_rnnt_prune_ranges(
         else:
             s_range = tf.minimum(tf.constant(s_range, tf.int64), s_len + 1)
         boundary = _check_boundary(boundary, batch)
-        _check_boundary_values(boundary, s_len, t_len)
+        with after(
+            _check_boundary_values(boundary, s_len, t_len),
+            finite_or_neg_inf(px_grad, "px_grad", neg_inf=False),
+            finite_or_neg_inf(py_grad, "py_grad", neg_inf=False),
+        ):
+            px_grad, py_grad = tf.identity(px_grad), tf.identity(py_grad)
         # Occupation of the blank steps in each window of s_range rows.
         # (A gather, not tf.signal.frame, whose sizes XLA cannot resolve
         # when S is only known at run time.)
@@ -196,9 +204,24 @@ def do_rnnt_pruning(
                 f"am [B, T, C] and lm [B, S + 1, C] must have rank 3, got "
                 f"{am.shape} and {lm.shape}"
             )
-        if None not in (am.shape[0], lm.shape[0]) and am.shape[0] != lm.shape[0]:
-            raise ValueError(f"am {am.shape} and lm {lm.shape} must agree in B")
-        ranges = _check_ranges(ranges, _dim(am, 0), _dim(am, 1), _dim(lm, 1) - 1)
+        checks = []
+        for axis, what in ((0, "B"), (2, "C")):
+            if None not in (am.shape[axis], lm.shape[axis]):
+                if am.shape[axis] != lm.shape[axis]:
+                    raise ValueError(
+                        f"am {am.shape} and lm {lm.shape} must agree in {what}"
+                    )
+            elif not in_xla_context():
+                checks.append(
+                    require(
+                        tf.equal(tf.shape(am)[axis], tf.shape(lm)[axis]),
+                        f"am and lm must agree in {what}, got am {{}} and lm {{}}",
+                        tf.shape(am),
+                        tf.shape(lm),
+                    )
+                )
+        with after(*checks):
+            ranges = _check_ranges(ranges, _dim(am, 0), _dim(am, 1), _dim(lm, 1) - 1)
         lm_pruned = tf.gather(lm, ranges, axis=1, batch_dims=1)
         am_pruned = tf.broadcast_to(am[:, :, tf.newaxis, :], tf.shape(lm_pruned))
         return am_pruned, lm_pruned
@@ -298,7 +321,7 @@ def rnnt_loss_pruned(
       The loss: [B] with reduction "none", else a scalar.
     """
     delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
-    clamp = real_number("clamp", clamp)
+    clamp = clamp_value(clamp)
     fastemit_lambda = real_number("fastemit_lambda", fastemit_lambda, minimum=0.0)
     with tf.name_scope("rnnt_loss_pruned"):
         xla = in_xla_context()

@@ -144,6 +144,16 @@ def _smoothed_logprobs(
     # Summed with broadcasting: the LM-only terms have one column.
     px = sum(scale * tx for scale, (tx, _) in used)
     py = sum(scale * ty for scale, (_, ty) in used)
+    if not scales[0]:
+        # Without the combined term (lm_only_scale + am_only_scale = 1):
+        # widened to every frame (LM-only) and row (AM-only py), and for
+        # regular px no symbol after the last frame (-inf there, as the
+        # combined and AM-only terms give).
+        px += tf.zeros_like(terms[0][0])
+        py += tf.zeros_like(terms[0][1])
+        if rnnt_type == "regular":
+            last = tf.range(tf.shape(px)[2]) == tf.shape(px)[2] - 1
+            px = tf.where(last, tf.cast(float("-inf"), px.dtype), px)
     return px, py, fits
 
 
