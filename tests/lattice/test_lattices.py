@@ -2,8 +2,10 @@
 """RecognitionLattice against hand arithmetic and brute-force path enumeration."""
 
 import itertools
+import json
 import math
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -211,6 +213,45 @@ def test_no_frames_is_the_semiring_one():
     np.testing.assert_allclose(lattice.forward(none, [0, 0, 0]), [0.0] * 3)
     np.testing.assert_allclose(lattice(none, [0, 0, 0], labels, [0, 0, 0]), [0.0] * 3)
     assert lattice.shortest_path(none, [0, 0, 0])[1].numpy().tolist() == [0, 0, 0]
+    log_z, blank_m, lexical_m = lattice.backward(none, [0, 0, 0])
+    np.testing.assert_array_equal(log_z, [0.0] * 3)
+    assert blank_m.shape[1] == lexical_m.shape[1] == 0
+
+
+# frames, num_frames, labels and num_labels with every dimension unknown
+UNKNOWN_DIMS = [
+    tf.TensorSpec([None] * rank, dtype)
+    for rank, dtype in ((3, tf.float32), (1, tf.int32), (2, tf.int32), (1, tf.int32))
+]
+
+
+@pytest.mark.parametrize("frame_by_frame", [True, False])
+def test_no_frames_traced_with_unknown_dimensions(frame_by_frame):
+    lattice, frames, _, labels, _ = joint_lattice()
+    lattice.frame_by_frame = frame_by_frame
+    lattice.build(frames.shape)
+
+    @tf.function(input_signature=UNKNOWN_DIMS)
+    def everything(frames, num_frames, labels, num_labels):
+        with tf.GradientTape() as tape:
+            tape.watch(frames)
+            loss = lattice(frames, num_frames, labels, num_labels)
+            total = tf.reduce_sum(loss)
+        grads = tape.gradient(total, [frames, *lattice.trainable_variables])
+        paths = lattice.shortest_path(frames, num_frames)
+        return loss, grads, lattice.backward(frames, num_frames), paths
+
+    zeros = tf.zeros([3], tf.int32)
+    for T, U in ((0, 0), (0, 2), (5, 0)):  # no frames at all; none valid
+        out = everything(frames[:, :T], zeros, labels[:, :U], zeros)
+        loss, grads, (log_z, blank_m, lexical_m), (aligned, count, weight) = out
+        np.testing.assert_array_equal(loss, [0.0] * 3)
+        np.testing.assert_array_equal(log_z, [0.0] * 3)
+        assert grads[0].shape == (3, T, 4)
+        assert all(not tf.convert_to_tensor(g).numpy().any() for g in grads)
+        assert blank_m.shape[1] == lexical_m.shape[1] == T
+        assert aligned.shape == (3, T * 3)
+        assert count.numpy().tolist() == [0] * 3 and not weight.numpy().any()
 
 
 @pytest.mark.parametrize("alignment", sorted(ALIGNMENTS))
@@ -301,6 +342,10 @@ def test_bad_inputs():
         table_lattice(np.zeros((2, 3, 3)), FullNGram(3, 1), FrameDependent()).forward(
             frames_of([[0, 1]]), [2]
         )
+    with pytest.raises(ValueError, match="frames must be a float tensor, got int32"):
+        lattice(tf.cast(frames, tf.int32), num_frames, labels, num_labels)
+    with pytest.raises(ValueError, match="labels must be integers, got float32"):
+        lattice(frames, num_frames, tf.cast(labels, tf.float32), num_labels)
     with pytest.raises(ValueError, match="give lift="):
         from tf_transducer.lattice.semirings import LogLogExpectation
 
@@ -363,3 +408,186 @@ def test_frame_by_frame_denominator_equals_all_frames(alignment, in_function):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
     empty = lean(frames, [0, 0, 0], labels, [0, 0, 0])
     np.testing.assert_allclose(empty, [0.0] * 3)
+
+
+def last_per_batch_case():
+    """LAST's RecognitionLatticeCorrectnessTest: a per-batch table [B, N, C, 1 + V].
+
+    table[b, i, c, k] = sign[b, i] * (1 + 9 (2 b + i) + 3 c + k): frame i of
+    utterance b reads row i of its own table. Context: the last label (C = 3,
+    state y after label y), vocabulary {1, 2}.
+    """
+    B, N, C, V = 3, 2, 3, 2  # N inputs (table rows) per utterance
+    table = 1 + np.arange(B * N * C * (1 + V), dtype=np.float32)
+    table = table.reshape(B, N, C, 1 + V)
+    table *= np.array([[-1, 1], [1, -1], [1, 1]], np.float32)[:, :, None, None]
+    frames = np.broadcast_to(np.arange(N, dtype=np.float32)[None, :, None], (B, N, 1))
+    labels = np.array([[1, 2, 0], [2, 1, 0], [1, 2, 0]])
+    return table, tf.constant(frames), [2, 1, 0], labels, [1, 1, 0]
+
+
+lse = np.logaddexp.reduce
+
+
+def log_sigmoid(x):
+    return -np.logaddexp(0.0, -x)
+
+
+@pytest.mark.parametrize("frame_by_frame", [True, False])
+def test_per_batch_table_gives_last_values(frame_by_frame):
+    table, frames, num_frames, labels, num_labels = last_per_batch_case()
+    lattice = RecognitionLattice(
+        FullNGram(2, 1),
+        FrameDependent(),
+        lambda _: NullCacher(),
+        lambda _: TableWeightFn(table),
+        frame_by_frame=frame_by_frame,
+    )
+    # rows read: utterance 0 frame 0 [-1, -2, -3] (state 0); frame 1 [10, 11, 12],
+    # [13, 14, 15], [16, 17, 18] (states 0, 1, 2); utterance 1 frame 0 [19, 20, 21]
+    log_z = [
+        lse([-1 + 10, -1 + 11, -1 + 12, -2 + 13, -2 + 14, -2 + 15,
+             -3 + 16, -3 + 17, -3 + 18]),
+        lse([19, 20, 21]),
+        0.0,
+    ]  # fmt: skip
+    spelled = [lse([-1 + 11, -2 + 13]), 21.0, 0.0]  # "1", "2", ""
+    loss = lattice(frames, num_frames, labels, num_labels)
+    np.testing.assert_allclose(loss, np.subtract(log_z, spelled), rtol=1e-6)
+    np.testing.assert_allclose(
+        lattice.forward(frames, num_frames, MaxTropical), [-3 + 18, 21, 0]
+    )
+    aligned, count, weight = lattice.shortest_path(frames, num_frames)
+    assert aligned.numpy().tolist() == [[2, 2], [2, 0], [0, 0]]
+    assert count.numpy().tolist() == [2, 1, 0]
+    np.testing.assert_allclose(weight, [-3 + 18, 21, 0])
+
+
+def local_per_batch_expected(normalize):
+    """-log P of last_per_batch_case's labels, locally normalised, by hand."""
+    if normalize == "log_softmax":  # one log-softmax over [blank, 1, 2]
+        blank_then_1 = (-1 - lse([-1, -2, -3])) + (11 - lse([10, 11, 12]))
+        one_then_blank = (-2 - lse([-1, -2, -3])) + (13 - lse([13, 14, 15]))
+        two = 21 - lse([19, 20, 21])
+    else:  # hat: P(blank) = sigmoid(blank); the labels share the rest by softmax
+        blank_then_1 = log_sigmoid(-1) + (log_sigmoid(-10) + 11 - lse([11, 12]))
+        one_then_blank = (log_sigmoid(1) + -2 - lse([-2, -3])) + log_sigmoid(13)
+        two = log_sigmoid(-19) + 21 - lse([20, 21])
+    return [-np.logaddexp(blank_then_1, one_then_blank), -two, 0.0]
+
+
+@pytest.mark.parametrize("normalize", ["hat", "log_softmax"])
+def test_locally_normalized_per_batch_table(normalize):
+    table, frames, num_frames, labels, num_labels = last_per_batch_case()
+    lattice = RecognitionLattice(
+        FullNGram(2, 1),
+        FrameDependent(),
+        NullCacher(),
+        weight_fn_factory=lambda c: LocallyNormalizedWeightFn(
+            TableWeightFn(table), normalize
+        ),
+    )
+    want = local_per_batch_expected(normalize)
+    np.testing.assert_allclose(
+        lattice(frames, num_frames, labels, num_labels), want, rtol=1e-6
+    )
+    assert lattice.built and lattice.locally_normalized
+    # every path of a locally normalised frame-dependent lattice: probability 1
+    np.testing.assert_allclose(
+        lattice.forward(frames, num_frames), [0.0] * 3, atol=1e-6
+    )
+    traced = tf.function(lattice, input_signature=UNKNOWN_DIMS)
+    got = traced(frames, tf.constant(num_frames), labels, tf.constant(num_labels))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # saved and revived (a fresh lattice, built by its first call)
+    config = json.loads(json.dumps(keras.saving.serialize_keras_object(lattice)))
+    revived = keras.saving.deserialize_keras_object(config)
+    assert type(revived.weight_fn.weight_fn) is TableWeightFn
+    np.testing.assert_allclose(
+        revived(frames, num_frames, labels, num_labels), want, rtol=1e-6
+    )
+    revived.build(frames.shape)  # and one built first from the frames' shape
+    np.testing.assert_allclose(
+        revived(frames, num_frames, labels, num_labels), want, rtol=1e-6
+    )
+
+
+@pytest.mark.parametrize("local", [False, True])
+@pytest.mark.parametrize("frame_by_frame", [True, False])
+def test_nan_in_the_padding_changes_nothing(local, frame_by_frame):
+    lattice, frames, num_frames, labels, num_labels = joint_lattice(local=local)
+    lattice.frame_by_frame = frame_by_frame
+    junk = frames.numpy()
+    junk[1, 3:] = np.nan  # num_frames[1] = 3
+    junk[2, 4, 1] = np.inf  # num_frames[2] = 4
+
+    def loss_and_grads(frames):
+        frames = tf.Variable(frames)
+        with tf.GradientTape() as tape:
+            loss = lattice(frames, num_frames, labels, num_labels)
+            total = tf.reduce_sum(loss)
+        targets = [frames, *lattice.trainable_variables]
+        return loss, [tf.convert_to_tensor(g) for g in tape.gradient(total, targets)]
+
+    want_loss, want = loss_and_grads(frames)
+    got_loss, got = loss_and_grads(junk)
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-6)
+    assert len(got) == len(want) > 1
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(got[0][1, 3:], 0.0)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_bad_values_name_the_argument(mode):
+    lattice, frames, num_frames, labels, num_labels = joint_lattice()
+    lattice.build(frames.shape)  # traced below with F unknown too
+    cache = lattice.build_cache()
+
+    def run(method, *args, **kwargs):
+        if mode == "eager":
+            return method(*args, **kwargs)
+        specs = [tf.TensorSpec([None] * np.ndim(a), tf.as_dtype(np.asarray(a).dtype))
+                 for a in args]  # fmt: skip
+        return tf.function(lambda *a: method(*a, **kwargs), input_signature=specs)(
+            *[np.asarray(a) for a in args]
+        )
+
+    frames = frames.numpy()
+    labels, num_frames, num_labels = (np.asarray(x, np.int32) for x in
+                                      (labels, num_frames, num_labels))  # fmt: skip
+    for bad in (np.nan, np.inf, -np.inf):
+        nan = frames.copy()
+        nan[1, 2, 3] = bad  # before num_frames[1] = 3
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"frames must be finite \(no NaN or inf\) before num_frames",
+        ):
+            run(lattice, nan, num_frames, labels, num_labels)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="frames must be"):
+            run(lattice.shortest_path, nan, num_frames)
+    poisoned = cache.numpy()
+    poisoned[2, 0] = np.nan
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cache must be finite"):
+        run(lattice, frames, num_frames, labels, num_labels, cache=poisoned)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cache must be finite"):
+        run(lattice.forward, frames, num_frames, cache=poisoned)
+    zero = labels.copy()
+    zero[0, 1] = 0  # before num_labels[0] = 4
+    error = ValueError if mode == "eager" else tf.errors.InvalidArgumentError
+    with pytest.raises(error, match=r"labels must be in \[1, vocab_size=3\]"):
+        run(lattice, frames, num_frames, zero, num_labels)
+    if mode == "graph":  # batch sizes known only when run
+        with pytest.raises(
+            tf.errors.InvalidArgumentError, match="labels must have one row per row"
+        ):
+            run(lattice, frames[:2], num_frames[:2], labels, num_labels)
+        with pytest.raises(
+            tf.errors.InvalidArgumentError, match="num_frames must have one entry"
+        ):
+            run(lattice, frames, num_frames[:2], labels, num_labels)
+    table = table_lattice(np.zeros((2, 3, 3)), FullNGram(2, 1), FrameDependent())
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"frame\[..., 0\] must index the table"
+    ):
+        run(table.forward, np.array([[[0.0], [2.0]]], np.float32), np.array([2]))

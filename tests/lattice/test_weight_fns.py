@@ -81,6 +81,15 @@ def test_table_weight_fn():
     np.testing.assert_array_equal(blank, [table[1, :, 0], table[1, :, 0] + 100])
     with pytest.raises(ValueError, match="table must be .input_vocab"):
         TableWeightFn(np.zeros([3, 1]))
+    with pytest.raises(ValueError, match=r"frame must have batch 2 as the per-batch"):
+        TableWeightFn(per_batch)(None, tf.constant([[1.0], [1.0], [0.0]]))
+    for bad in (2.0, -1.0, np.nan):
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=rf"frame\[..., 0\] must index the table's 2 inputs, \[0, 2\); "
+            rf"got {bad} at index \[1\]",
+        ):
+            TableWeightFn(table)(None, tf.constant([[1.0, 9.0], [bad, 9.0]]))
 
 
 def test_bad_arguments():

@@ -117,3 +117,20 @@ def test_loss_is_the_lattice_mean_and_checks_its_inputs():
         model.fit(x, y, epochs=1, verbose=0)
     with pytest.raises(ValueError, match="lattice must be a RecognitionLattice"):
         LatticeModel("lattice")
+
+
+def test_fit_refuses_nan_frames():
+    model = make_model(True, FrameDependent())
+    (features, lengths), y, _ = task(8, 4, spell=False)
+    features = features.copy()
+    features[5, 2, 1] = np.nan  # the encoder's frames of utterance 5 turn NaN
+    model.compile(optimizer="adam", loss=RecognitionLatticeLoss(), jit_compile=False)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"frames must be finite \(no NaN or inf\) before num_frames",
+    ):
+        model.fit((features, lengths), y, batch_size=4, epochs=1, verbose=0)
+    lengths, y = lengths.copy(), y.copy()
+    lengths[5], y[5, 2:] = 2, -1  # the NaN now lies in the padding: ignored
+    history = model.fit((features, lengths), y, batch_size=4, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()

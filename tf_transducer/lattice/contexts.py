@@ -83,8 +83,10 @@ class ContextDependency(abc.ABC):
             raise ValueError(f"labels must be [..., U], got shape {labels.shape}")
         time_major = tf.transpose(labels, [rank - 1] + list(range(rank - 1)))
         start = tf.fill(tf.shape(labels)[:-1], tf.constant(self.start(), tf.int32))
+        # A label 0 first keeps the start state: the scan has U + 1 >= 1 steps
+        # (stacking none fails when the other dimensions are unknown).
+        time_major = tf.concat([tf.zeros_like(start)[tf.newaxis], time_major], axis=0)
         states = tf.scan(self.next_state, time_major, initializer=start)
-        states = tf.concat([start[tf.newaxis], states], axis=0)
         return tf.transpose(states, list(range(1, rank)) + [0])
 
 

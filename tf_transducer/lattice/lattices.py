@@ -23,6 +23,14 @@ back through them (`frame_by_frame`), so nothing else grows with T.
 Shapes: frames [B, T, F], num_frames [B], labels [B, U] (in [1, V]; what
 lies at or past num_labels is ignored), num_labels [B]; C context states,
 V labels, A frame-local alignment states.
+
+Bad values are InvalidArgumentErrors naming the argument (eagerly with the
+value and its index, in a graph as assertions, not at all under XLA): a
+NaN or inf in frames before num_frames or in a cache passed in, lengths
+outside [0, the padded length], labels outside [1, V] before num_labels.
+What lies at or past num_frames is ignored: those frames are zeroed before
+the weight function sees them, so even a NaN there changes neither the
+loss nor any gradient.
 """
 
 from collections.abc import Callable, Sequence
@@ -33,6 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transducer.lattice import semirings
+from tf_transducer.lattice._checks import after, in_xla, refuse
 from tf_transducer.lattice.alignments import TimeSyncAlignmentLattice
 from tf_transducer.lattice.contexts import ContextDependency
 from tf_transducer.lattice.semirings import Semiring, TensorLike
@@ -66,29 +75,71 @@ def _time_major(x: Any) -> Any:
     return _map(lambda v: tf.transpose(v, [1, 0] + list(range(2, v.shape.rank))), x)
 
 
+def _if_steps(
+    steps: int | tf.Tensor, some: Callable[[], Any], none: Callable[[], Any]
+) -> Any:
+    """some() when steps > 0, else none(): a tf.cond unless steps is known.
+
+    A loop that stacks its outputs cannot stack none of them while their
+    shape is unknown (a graph traced with unknown dimensions and run on
+    T = 0), so the loops run only when there are steps. XLA, which knows
+    every shape when it runs, always takes some().
+    """
+    if isinstance(steps, int):
+        return some() if steps > 0 else none()
+    if in_xla():
+        return some()
+    return tf.cond(steps > 0, some, none)
+
+
+def _steps(elems: Any) -> int | tf.Tensor:
+    """The number of steps of time-major elems (their first axis): static if known."""
+    first = tf.nest.flatten(elems)[0]
+    return first.shape[0] if first.shape[0] is not None else tf.shape(first)[0]
+
+
+def _scan(
+    fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, reverse: bool = False
+) -> Any:
+    """tf.scan, also over no steps when the shapes are unknown: [T, ...] each."""
+    return _if_steps(
+        _steps(elems),
+        lambda: tf.scan(fn, elems, initializer=initializer, reverse=reverse),
+        lambda: _map(lambda x: tf.zeros_like(x)[tf.newaxis][:0], initializer),
+    )
+
+
 def _reverse_fold(
     step: Callable[[Any, Any], tuple[Any, tf.Tensor]],
     elems: Any,
     init: Any,
     out_spec: tf.TensorSpec,
+    out_shape: tf.Tensor,
 ) -> tuple[Any, tf.Tensor]:
     """Runs step(carry, x) -> (carry, y) over time-major elems, last to first.
 
     Returns (final carry, the ys stacked in time order). out_spec: a
-    tf.TensorSpec of one y.
+    tf.TensorSpec of one y; out_shape: its shape as a tensor.
     """
-    total = tf.shape(tf.nest.flatten(elems)[0])[0]
-    outputs = tf.TensorArray(out_spec.dtype, size=total, element_shape=out_spec.shape)
+    total = _steps(elems)
 
-    def body(t, carry, outputs):
-        x = tf.nest.map_structure(lambda e: e[t], elems)
-        carry, y = step(carry, x)
-        return t - 1, carry, outputs.write(t, y)
+    def fold():
+        outputs = tf.TensorArray(
+            out_spec.dtype, size=total, element_shape=out_spec.shape
+        )
 
-    _, carry, outputs = tf.while_loop(
-        lambda t, *_: t >= 0, body, (total - 1, init, outputs)
-    )
-    return carry, outputs.stack()
+        def body(t, carry, outputs):
+            x = tf.nest.map_structure(lambda e: e[t], elems)
+            carry, y = step(carry, x)
+            return t - 1, carry, outputs.write(t, y)
+
+        _, carry, outputs = tf.while_loop(
+            lambda t, *_: t >= 0, body, (total - 1, init, outputs)
+        )
+        return carry, outputs.stack()
+
+    empty = tf.zeros(tf.concat([[0], out_shape], 0), out_spec.dtype)
+    return _if_steps(total, fold, lambda: (init, empty))
 
 
 def _checked_lengths(lengths: tf.Tensor, padded: tf.Tensor, name: str) -> tf.Tensor:
@@ -113,8 +164,41 @@ def _checked_lengths(lengths: tf.Tensor, padded: tf.Tensor, name: str) -> tf.Ten
             message=f"{name} must be <= the padded length (axis 1)",
         ),
     ]
-    with tf.control_dependencies([c for c in checks if c is not None]):
+    with after(*checks):
         return tf.identity(lengths)
+
+
+def _finite_frames(frames: tf.Tensor, num_frames: tf.Tensor) -> tf.Tensor:
+    """frames [B, T, F] with the padding (t >= num_frames) zeroed.
+
+    A NaN or inf before num_frames is an InvalidArgumentError naming frames;
+    what lies in the padding changes nothing, its gradient included.
+    """
+    valid = tf.range(tf.shape(frames)[1])[None] < num_frames[:, None]  # [B, T]
+    valid = tf.broadcast_to(valid[..., None], tf.shape(frames))
+    check = refuse(
+        valid & ~tf.math.is_finite(frames),
+        frames,
+        "frames must be finite (no NaN or inf) before num_frames",
+    )
+    with after(check):
+        return tf.where(valid, frames, tf.zeros_like(frames))
+
+
+def _finite_cache(cache: Any) -> Any:
+    """A cache passed in, its float tensors checked: no NaN or inf."""
+    checks = []
+    for leaf in tf.nest.flatten(cache):
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is not None and tf.as_dtype(dtype).is_floating:
+            leaf = tf.convert_to_tensor(leaf)
+            checks.append(
+                refuse(~tf.math.is_finite(leaf), leaf, "cache must be finite")
+            )
+    if all(c is None for c in checks):
+        return cache
+    with after(*checks):
+        return _map(lambda c: c if c is None else tf.identity(c), cache)
 
 
 def _lift_for(semiring: Semiring, lift: Lift | None) -> Lift:
@@ -199,9 +283,20 @@ class RecognitionLattice(keras.layers.Layer):
         self.num_context_states, self.vocab_size = context.shape()
 
     def build(self, frames_shape: Sequence[int | None], *unused_shapes: Any) -> None:
-        """Builds the weight function for frames [..., F] (one dummy frame)."""
+        """Builds the cacher and the weight function for frames [..., F].
+
+        The weight function is called on symbolic frames [None, F]: no
+        batch is made up, so one that holds per-batch data (a
+        `TableWeightFn` of [B, I, C, 1 + V]) builds too. Only the cacher,
+        which takes no data, runs.
+        """
         if not self.weight_fn.built or not self.weight_fn_cacher.built:
-            self.weight_fn(self.build_cache(), tf.zeros([1, frames_shape[-1]]))
+            cache = _map(
+                lambda c: c if c is None else keras.KerasTensor(c.shape, c.dtype),
+                self.build_cache(),
+            )
+            frame = keras.KerasTensor([None, frames_shape[-1]], self.compute_dtype)
+            self.weight_fn(cache, frame)
         self.built = True
 
     def get_config(self) -> dict[str, Any]:
@@ -242,6 +337,8 @@ class RecognitionLattice(keras.layers.Layer):
         num_frames = tf.convert_to_tensor(num_frames)
         if frames.shape.rank != 3:
             raise ValueError(f"frames must be [B, T, F], got shape {frames.shape}")
+        if not frames.dtype.is_floating:
+            raise ValueError(f"frames must be a float tensor, got {frames.dtype.name}")
         if num_frames.shape.rank != 1:
             raise ValueError(f"num_frames must be [B], got shape {num_frames.shape}")
         shapes = {"frames": frames.shape[0], "num_frames": num_frames.shape[0]}
@@ -250,6 +347,8 @@ class RecognitionLattice(keras.layers.Layer):
             num_labels = tf.convert_to_tensor(num_labels)
             if labels.shape.rank != 2:
                 raise ValueError(f"labels must be [B, U], got shape {labels.shape}")
+            if not labels.dtype.is_integer:
+                raise ValueError(f"labels must be integers, got {labels.dtype.name}")
             if num_labels.shape.rank != 1:
                 raise ValueError(
                     f"num_labels must be [B], got shape {num_labels.shape}"
@@ -259,25 +358,30 @@ class RecognitionLattice(keras.layers.Layer):
         if len(set(known.values())) > 1:
             raise ValueError(f"batch sizes differ: {known}")
         num_frames = _checked_lengths(num_frames, frames, "num_frames")
+        frames = _finite_frames(frames, num_frames)
         if labels is None:
             return frames, num_frames, None, None
         num_labels = _checked_lengths(num_labels, labels, "num_labels")
-        labels = tf.cast(labels, tf.int32)
+        rows = tf.debugging.assert_equal(
+            tf.shape(labels)[0],
+            tf.shape(frames)[0],
+            message="labels must have one row per row of frames (the batch)",
+        )
+        with after(rows):
+            labels = tf.cast(labels, tf.int32)
         valid = tf.range(tf.shape(labels)[1])[None] < num_labels[:, None]
-        labels = tf.where(valid, labels, 0)
-        value, valid_value = tf.get_static_value(labels), tf.get_static_value(valid)
-        if value is not None and valid_value is not None:
-            bad = value[valid_value & ((value < 1) | (value > self.vocab_size))]
-            bad = sorted(set(bad.tolist()))
+        wrong = valid & ((labels < 1) | (labels > self.vocab_size))
+        where = f"labels must be in [1, vocab_size={self.vocab_size}] before num_labels"
+        value, wrong_value = tf.get_static_value(labels), tf.get_static_value(wrong)
+        if value is not None and wrong_value is not None:
+            bad = sorted(set(value[wrong_value].tolist()))
             if bad:
-                raise ValueError(
-                    f"labels must be in [1, vocab_size={self.vocab_size}] before "
-                    f"num_labels, got {bad[:10]}"
-                )
+                raise ValueError(f"{where}, got {bad[:10]}")
+            check = None
         else:
-            tf.debugging.assert_less_equal(
-                labels, self.vocab_size, message="labels must be <= vocab_size"
-            )
+            check = refuse(wrong, labels, where)
+        with after(check):
+            labels = tf.where(valid, labels, 0)
         return frames, num_frames, labels, num_labels
 
     # -------------------------------------------------------------- forward
@@ -315,7 +419,7 @@ class RecognitionLattice(keras.layers.Layer):
             new = step(alpha, w)
             return _map(lambda n, a: tf.where(ok[:, None], n, a), new, alpha)
 
-        alphas = tf.scan(body, (_time_major(weights), valid), initializer=alpha0)
+        alphas = _scan(body, (_time_major(weights), valid), alpha0)
         if keep_all:
             return alphas
         return _map(
@@ -336,6 +440,7 @@ class RecognitionLattice(keras.layers.Layer):
         identity for Log and MaxTropical; needed for the others).
         """
         frames, num_frames, _, _ = self._check(frames, num_frames)
+        cache = _finite_cache(cache)
         lift = _lift_for(semiring, lift)
         blank, lexical = self._weights(frames, cache)
         blank, lexical = lift(blank), lift(lexical)
@@ -373,6 +478,7 @@ class RecognitionLattice(keras.layers.Layer):
     ) -> Any:
         """The sum of the weights of the paths that spell labels: [B]."""
         checked = self._check(frames, num_frames, labels, num_labels)
+        cache = _finite_cache(cache)
         return self._string_forward(*checked, semiring, cache, lift)
 
     def _string_forward(
@@ -446,8 +552,7 @@ class RecognitionLattice(keras.layers.Layer):
         frames, num_frames, labels, num_labels = self._check(
             frames, num_frames, labels, num_labels
         )
-        if cache is None:
-            cache = self.build_cache()
+        cache = self.build_cache() if cache is None else _finite_cache(cache)
         numerator = self._string_forward(
             frames, num_frames, labels, num_labels, semirings.Log, cache, None
         )
@@ -487,8 +592,8 @@ class RecognitionLattice(keras.layers.Layer):
                 )
                 return tf.where(ok[:, None], new, alpha)
 
-            after = tf.scan(forward, (_time_major(frames), valid), initializer=alpha0)
-            before = tf.concat([alpha0[None], after[:-1]], axis=0)  # [T, B, C]
+            after = _scan(forward, (_time_major(frames), valid), alpha0)
+            before = tf.concat([alpha0[None], after], axis=0)[:-1]  # [T, B, C]
             final = tf.cond(tf.shape(after)[0] > 0, lambda: after[-1], lambda: alpha0)
             value = log.sum(final, axis=-1)
 
@@ -532,8 +637,13 @@ class RecognitionLattice(keras.layers.Layer):
                 frame_spec = tf.TensorSpec(
                     [frames.shape[0], frames.shape[2]], frames.dtype
                 )
+                frame_shape = tf.shape(frames)[0::2]  # [B, F]
                 carry, frame_grads = _reverse_fold(
-                    backward, (_time_major(frames), before, valid), init, frame_spec
+                    backward,
+                    (_time_major(frames), before, valid),
+                    init,
+                    frame_spec,
+                    frame_shape,
                 )
                 _, cache_grad, var_grads = carry
                 return (_time_major(frame_grads), cache_grad), var_grads
@@ -565,7 +675,7 @@ class RecognitionLattice(keras.layers.Layer):
         after = self._forward_alpha(blank, lexical, num_frames, log, keep_all=True)
         batch = tf.shape(blank)[0]
         alpha0 = self._start_context(batch, log, blank.dtype)
-        before = tf.concat([alpha0[None], after[:-1]], axis=0)  # [T, B, C]
+        before = tf.concat([alpha0[None], after], axis=0)[:-1]  # [T, B, C]
         final = tf.cond(tf.shape(after)[0] > 0, lambda: after[-1], lambda: alpha0)
         return log.sum(final, axis=-1), before
 
@@ -584,7 +694,7 @@ class RecognitionLattice(keras.layers.Layer):
         n = self.alignment.num_states()
         total = tf.shape(blank)[1]
         valid = tf.range(total)[:, None] < num_frames[None]  # [T, B]
-        beta0 = tf.zeros_like(blank[:, 0])  # the Log one: every state is final
+        beta0 = tf.zeros(tf.shape(blank)[0::2], blank.dtype)  # the Log one: final
 
         def body(carry, inputs):
             beta = carry[0]
@@ -604,10 +714,10 @@ class RecognitionLattice(keras.layers.Layer):
             tf.zeros(shape_b, blank.dtype),
             tf.zeros(tf.concat([shape_b, [tf.shape(lexical)[-1]]], 0), blank.dtype),
         )
-        betas, blank_m, lexical_m = tf.scan(
+        betas, blank_m, lexical_m = _scan(
             body,
             (alphas, _time_major(blank), _time_major(lexical), valid),
-            initializer=init,
+            init,
             reverse=True,
         )
         start_beta = tf.cond(total > 0, lambda: betas[0], lambda: beta0)
@@ -627,6 +737,7 @@ class RecognitionLattice(keras.layers.Layer):
           A they are the gradients of log_z with respect to the weights.
         """
         frames, num_frames, _, _ = self._check(frames, num_frames)
+        cache = _finite_cache(cache)
         blank, lexical = self._weights(frames, cache)
         log_z, alphas = self._log_z_and_alphas(blank, lexical, num_frames)
         _, blank_m, lexical_m = self._marginals(
@@ -646,6 +757,7 @@ class RecognitionLattice(keras.layers.Layer):
           path_weights [B]).
         """
         frames, num_frames, _, _ = self._check(frames, num_frames)
+        cache = _finite_cache(cache)
         blank, lexical = self._weights(frames, cache)
         blank, lexical = tf.stop_gradient(blank), tf.stop_gradient(lexical)
         n = self.alignment.num_states()

@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer.lattice._checks import after, refuse
 from tf_transducer.lattice.semirings import TensorLike
 
 _PACKAGE = "tf_transducer"
@@ -317,7 +318,8 @@ class TableWeightFn(WeightFn):
 
     table: [I, C, 1 + V], or [B, I, C, 1 + V] with the frames' first axis B.
     Frame [..., F] reads table[int(frame[..., 0])]: blank at [..., 0],
-    labels at [..., 1:].
+    labels at [..., 1:]. frame[..., 0] must lie in [0, I)
+    (InvalidArgumentError naming frame otherwise).
     """
 
     def __init__(self, table: TensorLike, **kwargs: Any) -> None:
@@ -335,11 +337,43 @@ class TableWeightFn(WeightFn):
         self, cache: Any, frame: TensorLike, state: TensorLike | None = None
     ) -> tuple[tf.Tensor, tf.Tensor]:
         del cache
+        frame = tf.convert_to_tensor(frame)
+        per_batch = self.table.shape.rank == 4
+        if frame.shape.rank is not None and frame.shape.rank < 1 + per_batch:
+            raise ValueError(
+                f"frame must be [..., F]{' with a batch axis' * per_batch}, got "
+                f"shape {frame.shape}"
+            )
+        checks = []
+        if per_batch:
+            batch = frame.shape[0]
+            if batch is not None and self.table.shape[0] != batch:
+                raise ValueError(
+                    f"frame must have batch {self.table.shape[0]} as the per-batch "
+                    f"table {self.table.shape}, got shape {frame.shape}"
+                )
+            checks.append(
+                tf.debugging.assert_equal(
+                    tf.shape(frame)[0],
+                    tf.shape(self.table)[0],
+                    message="frame must have the batch of the per-batch table",
+                )
+            )
+        inputs = self.table.shape[-3]
         index = tf.cast(frame[..., 0], tf.int32)
-        if self.table.shape.rank == 3:
-            weights = tf.gather(self.table, index)
-        else:
+        checks.append(
+            refuse(
+                ~((frame[..., 0] >= 0) & (frame[..., 0] < inputs)),
+                frame[..., 0],
+                f"frame[..., 0] must index the table's {inputs} inputs, [0, {inputs})",
+            )
+        )
+        with after(*checks):
+            index = tf.identity(index)
+        if per_batch:
             weights = tf.gather(self.table, index, axis=1, batch_dims=1)
+        else:
+            weights = tf.gather(self.table, index)
         weights = tf.cast(weights, frame.dtype)
         weights = _select_states(weights, state)
         return weights[..., 0], weights[..., 1:]
