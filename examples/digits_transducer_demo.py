@@ -7,8 +7,8 @@
    spoken-digits corpus: 520 utterances of 76 synthetic voices (a quarter
    read one word at a time). After 10 epochs on clean audio, each epoch is
    augmented afresh (speed 0.9 / 1.0 / 1.1, pitch, tempo, reverberation,
-   telephone band, noise and babble, gain, DC offset; `train_loop`, a line
-   per epoch).
+   telephone band, noise and babble, gain, DC offset; `train_loop`: a
+   progress bar on a terminal and a line per epoch).
 2. Decode the synthetic test voices (never heard in training) and the
    bundled real human recordings (digits_real: Allison Smith's digits from
    Debian's asterisk-core-sounds-en-wav, a TIDIGITS utterance from
@@ -25,14 +25,13 @@
 Everything stays in --work_dir (default runs/digits_demo).
 """
 
-import logging
 import os
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
 
 from tf_transducer.data.corpora import manifest  # noqa: E402
 from tf_transducer.training import transducer_recipe as recipe  # noqa: E402
@@ -59,7 +58,8 @@ def banner(step, text):
 
 def main(argv):
     del argv
-    logging.getLogger("tensorflow").setLevel(logging.WARNING)  # converter chatter
+    if not flags.FLAGS["verbosity"].present:  # as the command lines
+        logging.set_verbosity(logging.WARNING)
     start = time.time()
     run_dir = os.path.join(WORK_DIR.value, "checkpoint")
     export_dir = os.path.join(WORK_DIR.value, "tflite")
@@ -84,7 +84,7 @@ def main(argv):
         # learned far slower (training loss 4.9 against 1.5 after 41 epochs).
         augment="none",
         wave_augment=WAVE_AUGMENT.value,
-        verbose=2,
+        verbose="auto",  # a progress bar on a terminal, else epoch lines
         overwrite=True,  # a fresh run every time (the timings stay comparable)
     )
     trained = time.time() - start

@@ -2,6 +2,10 @@
 """train_loop in this process: mixed precision policies, checkpoints of
 another model refused, arguments and distributions checked."""
 
+import logging
+import re
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -164,6 +168,8 @@ def test_finished_checkpoint_is_resumed_not_retrained(tmp_path):
         (dict(epochs=0), "epochs must be a positive int"),
         (dict(steps_per_epoch=1.5), "steps_per_epoch must be a positive int"),
         (dict(save_every=-1), "save_every must be an int >= 0"),
+        (dict(verbose=3), 'verbose must be "auto", 0, 1 or 2, got 3'),
+        (dict(verbose=True), 'verbose must be "auto", 0, 1 or 2, got True'),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
@@ -185,3 +191,66 @@ def test_distribution_choices(monkeypatch):
         strategy_from_environment("multi_worker")
     assert strategy_from_environment("none") is tf.distribute.get_strategy()
     assert strategy_from_environment("auto") is tf.distribute.get_strategy()
+
+
+BAR = re.compile(r"\x1b\[1m(\d+)/(\d+)\x1b\[0m")  # Progbar's "steps done/total"
+
+
+def _printed(capsys, monkeypatch, terminal, **kwargs):
+    """What the chief prints training 2 epochs of 3 steps (validated)."""
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: terminal)
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    capsys.readouterr()
+    train_loop(_transducer(), lambda c, e: _dataset_fn(c, e).repeat(), epochs=2,
+               steps_per_epoch=3, validation=_validation, log_every=1,
+               **kwargs)  # fmt: skip
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verbose", ["auto", 1])
+def test_progress_bar_on_a_terminal(capsys, monkeypatch, verbose):
+    out = _printed(capsys, monkeypatch, True, verbose=verbose)
+    # Each epoch: a header, a bar redrawn in place ending at 3/3 with the
+    # running loss, then the epoch's line (with the validation loss).
+    lines = out.split("\n")
+    assert [line for line in lines if line.startswith("epoch ") and " (" not in line] \
+        == ["epoch 1/2", "epoch 2/2"]  # fmt: skip
+    bars = [line.split("\r")[-1] for line in lines if BAR.search(line)]
+    assert len(bars) == 2
+    for bar in bars:
+        assert BAR.findall(bar) == [("3", "3")]
+        assert re.search(r" - loss: \d+\.\d{4}", bar)
+    counts = {(int(done), int(total)) for done, total in BAR.findall(out)}
+    assert counts <= {(1, 3), (2, 3), (3, 3)} and (3, 3) in counts
+    assert len(re.findall(r"^epoch \d/2 \(.*val_loss", out, re.M)) == 2
+    assert "step 1/3" not in out  # the bar replaces the step lines
+
+
+@pytest.mark.parametrize("terminal,verbose", [(False, "auto"), (False, 1),
+                                              (True, 2), (False, 2)])  # fmt: skip
+def test_lines_without_a_terminal_or_with_verbose_2(
+    capsys, monkeypatch, terminal, verbose
+):
+    out = _printed(capsys, monkeypatch, terminal, verbose=verbose)
+    assert not BAR.search(out) and "\x1b" not in out and "\r" not in out
+    steps = re.findall(r"^epoch (\d) step (\d)/3: loss \d+\.\d{4}$", out, re.M)
+    assert steps == [(e, s) for e in "12" for s in "123"]
+    epochs = re.findall(r"^epoch (\d)/2 \([\d.]+ s\): loss: \S+ - val_loss: \S+$",
+                        out, re.M)  # fmt: skip
+    assert epochs == ["1", "2"]
+
+
+def test_verbose_0_prints_nothing(capsys, monkeypatch):
+    assert _printed(capsys, monkeypatch, True, verbose=0) == ""
+
+
+def test_checkpoints_log_no_saver_info(tmp_path, caplog):
+    # The saver's "Sharding callback duration" INFO lines go through absl's
+    # logger, which absl's app.run sets to INFO.
+    caplog.set_level(logging.INFO)
+    train_loop(_transducer(), _dataset_fn, epochs=1, steps_per_epoch=2,
+               checkpoint_dir=str(tmp_path), save_every=1, log_every=1,
+               verbose=0)  # fmt: skip
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("step 2/2" in m for m in messages)  # verbose=0: absl's log
+    assert not [m for m in messages if "Sharding callback" in m], messages

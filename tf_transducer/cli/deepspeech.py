@@ -213,7 +213,7 @@ def train(callbacks=()):
         distribution=FLAGS.distribution,
         overwrite=FLAGS.overwrite,
         callbacks=callbacks,
-        verbose=2 if sys.stdout.isatty() else 1,
+        verbose="auto",  # a progress bar on a terminal, else epoch lines
     )
 
 

@@ -217,7 +217,7 @@ def main(argv):
                 skip_bad=FLAGS.skip_bad,
                 distribution=FLAGS.distribution,
                 overwrite=FLAGS.overwrite,
-                verbose=2 if sys.stdout.isatty() else 1,
+                verbose="auto",  # a progress bar on a terminal, else epoch lines
             )
         elif command == "evaluate":
             model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)

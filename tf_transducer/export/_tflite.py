@@ -4,15 +4,20 @@
 import contextlib
 import inspect
 import json
+import logging
 import os
+import re
 import shutil
+import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from absl import logging as absl_logging
 from numpy.typing import ArrayLike
 
 from tf_transducer._optional import require
@@ -29,6 +34,93 @@ def check_quantization(quantization: str | None) -> str:
             f"got {quantization!r}"
         )
     return quantization
+
+
+# What TensorFlow and LiteRT print to stderr while saving, converting and
+# loading programs that asks nothing of the user: glog-style INFO lines (C++
+# or absl's Python handler), C++ WARNING lines (the converter's about its own
+# options; what TF_CPP_MIN_LOG_LEVEL=2 hides), LiteRT's INFO lines, the int8
+# calibrator's settings and absl's note on its first C++ line.
+_CHATTER = re.compile(
+    rb"I\d{4} [\d:. ]+\d+ \S+:\d+\] "
+    rb"|W\d{4} [\d:. ]+\d+ \S+\.(?:cc|h):\d+\] "
+    rb"|INFO: |fully_quantize: |WARNING: All log messages before absl::"
+)
+_QUIET_LOCK = threading.Lock()
+_quiet: dict[str, Any] = {"depth": 0}  # the state of the outermost block
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _quiet_begin() -> None:
+    """Quiets the loggers and captures stderr (the outermost block)."""
+    with _QUIET_LOCK:
+        if not _quiet["depth"]:
+            loggers = [tf.get_logger(), absl_logging.get_absl_logger()]
+            _quiet["levels"] = [(logger, logger.level) for logger in loggers]
+            for logger in loggers:
+                logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+            try:
+                saved: int | None = os.dup(2)
+            except OSError:  # no stderr: nothing to filter
+                saved = None
+            if saved is not None:
+                sys.stderr.flush()
+                _quiet["file"] = tempfile.TemporaryFile()
+                os.dup2(_quiet["file"].fileno(), 2)
+            _quiet.update(saved=saved, failed=False)
+        _quiet["depth"] += 1
+
+
+def _quiet_end(failed: bool) -> None:
+    """Undoes `_quiet_begin` at the outermost block's end.
+
+    The captured lines are written back: all of them when a block failed,
+    else all but `_CHATTER`.
+    """
+    with _QUIET_LOCK:
+        _quiet["failed"] |= failed
+        _quiet["depth"] -= 1
+        if _quiet["depth"]:
+            return
+        for logger, level in _quiet.pop("levels"):
+            logger.setLevel(level)
+        saved = _quiet.pop("saved")
+        if saved is None:
+            return
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        with _quiet.pop("file") as capture:
+            capture.seek(0)
+            lines = capture.read().splitlines(keepends=True)
+        if not _quiet["failed"]:
+            lines = [line for line in lines if not _CHATTER.match(line)]
+        _write_all(2, b"".join(lines))
+
+
+@contextlib.contextmanager
+def quiet_tensorflow() -> Iterator[None]:
+    """TensorFlow's and LiteRT's informational output left out of the block.
+
+    The "tensorflow" and absl Python loggers are raised to WARNING (at
+    least). What the process writes to stderr (file descriptor 2: also the
+    C++ logs, which TF_CPP_MIN_LOG_LEVEL set after TensorFlow's import no
+    longer changes) goes to a temporary file and is written back at the
+    end, less the lines of `_CHATTER`; all of it when the block raises (the
+    converter's diagnostics). Blocks nest, in one thread or several: the
+    loggers and stderr are restored at the end of the outermost one.
+    """
+    _quiet_begin()
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        _quiet_end(failed)
 
 
 def convert(
@@ -77,7 +169,7 @@ def convert(
     def named(*args):
         return dict(zip(names, tf.nest.flatten(frozen(*args)), strict=True))
 
-    with tempfile.TemporaryDirectory() as saved:
+    with tempfile.TemporaryDirectory() as saved, quiet_tensorflow():
         signatures = {"serving_default": named.get_concrete_function()}
         tf.saved_model.save(tf.Module(), saved, signatures=signatures)
         converter = tf.lite.TFLiteConverter.from_saved_model(saved)
@@ -180,6 +272,21 @@ def write_export(
     Returns:
       {file name: size in bytes}.
     """
+    with quiet_tensorflow():  # also the runner that calibrates
+        return _write_export(
+            export_dir, functions, quantization, quantized, meta, extras, calibrate
+        )
+
+
+def _write_export(
+    export_dir: str,
+    functions: Mapping[str, Any],
+    quantization: str,
+    quantized: Sequence[str],
+    meta: Mapping[str, Any],
+    extras: Callable[[str], object] | None,
+    calibrate: Callable[[str], Mapping[str, list[dict[str, np.ndarray]]]] | None,
+) -> dict[str, int]:
     programs = {f"{name}.tflite": convert(fn) for name, fn in functions.items()}
     modes = {name: quantization if name in quantized else "float" for name in functions}
 
@@ -368,8 +475,9 @@ class Program:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such TFLite program")
         try:
-            self.interpreter = Interpreter(model_path=path, num_threads=num_threads)
-            self.runner = self.interpreter.get_signature_runner()
+            with quiet_tensorflow():  # LiteRT's INFO line on its first program
+                self.interpreter = Interpreter(model_path=path, num_threads=num_threads)
+                self.runner = self.interpreter.get_signature_runner()
         except (ValueError, RuntimeError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise ValueError(

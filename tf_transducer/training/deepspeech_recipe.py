@@ -22,6 +22,7 @@ import keras
 
 from tf_transducer.training import speech
 from tf_transducer.training.distributed import is_chief, strategy_from_environment
+from tf_transducer.training.loop import check_verbose
 from tf_transducer.training.transducer_recipe import manifest_list, read_utterances
 
 WEIGHTS, CONFIG = "best.weights.h5", "model.json"
@@ -95,7 +96,7 @@ def train(
     strategy=None,
     overwrite=False,
     callbacks=(),
-    verbose=1,
+    verbose="auto",
 ):
     """Trains DeepSpeech; returns the history dict of this call.
 
@@ -132,12 +133,15 @@ def train(
       strategy: a tf.distribute strategy, or None.
       overwrite: start over in a run folder of another configuration.
       callbacks: Keras callbacks run at each epoch's end.
-      verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
+      verbose: as Keras `fit`'s: "auto" or 1: a progress bar through
+        each epoch on a terminal (the chief's), else a line per epoch;
+        2: a line per epoch and four within it; 0: quiet.
     """
     from tf_transducer.data import CharacterAlphabet
     from tf_transducer.losses import CtcLoss
     from tf_transducer.models import DeepSpeech
 
+    check_verbose(verbose)
     strategy = strategy or strategy_from_environment(distribution)
     chief = is_chief(strategy)
     alphabet = alphabet or CharacterAlphabet.english()

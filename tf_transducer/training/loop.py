@@ -32,6 +32,7 @@ With a `checkpoint_dir` the loop is fault tolerant:
 
 import contextlib
 import json
+import logging as std_logging
 import os
 import shutil
 import sys
@@ -97,14 +98,19 @@ def _check_description(path, model, chief):
 
 @contextlib.contextmanager
 def _without_tf_info():
-    """TensorFlow's INFO lines (signal watchers, saver timings) left out."""
-    tf_logger = tf.get_logger()
-    level = tf_logger.level
-    tf_logger.setLevel("WARNING")
+    """TensorFlow's INFO lines (signal watchers, saver timings) left out.
+
+    The savers log through absl's logger, the rest through TensorFlow's.
+    """
+    loggers = [tf.get_logger(), logging.get_absl_logger()]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), std_logging.WARNING))
     try:
         yield
     finally:
-        tf_logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 class _Checkpoints:
@@ -207,6 +213,28 @@ def _check_positive(name, value):
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+VERBOSE = ("auto", 0, 1, 2)
+
+
+def check_verbose(verbose):
+    """Refuses a `verbose` other than "auto", 0, 1 or 2 (`fit`'s values)."""
+    if isinstance(verbose, bool) or verbose not in VERBOSE:
+        raise ValueError(f'verbose must be "auto", 0, 1 or 2, got {verbose!r}')
+
+
+def _shows_bar(chief, verbose):
+    """Whether the chief draws a progress bar: `fit`'s rule.
+
+    "auto" and 1 draw one when standard output is interactive (a terminal
+    or a notebook) and Keras prints to it.
+    """
+    if not chief or verbose not in ("auto", 1):
+        return False
+    isatty = getattr(sys.stdout, "isatty", None)
+    interactive = bool(isatty and isatty()) or "ipykernel" in sys.modules
+    return interactive and keras.config.is_interactive_logging_enabled()
+
+
 def train_loop(
     model,
     dataset_fn,
@@ -219,7 +247,7 @@ def train_loop(
     validation=None,
     callbacks=(),
     log_every=10,
-    verbose=1,
+    verbose="auto",
     new_pipeline_at=None,
 ):
     """Trains a compiled model; returns {"loss": [...], "val_...": [...]}.
@@ -252,9 +280,13 @@ def train_loop(
         gives the validation loss; word errors and words give the WER).
       callbacks: Keras callbacks, run on every worker (give writing ones to
         the chief only); `model.stop_training` ends training after the epoch.
-      log_every: steps between progress lines (0: none).
-      verbose: print a line per epoch (and every `log_every` steps) on the
-        chief; 0: only absl's log.
+      log_every: steps between progress lines when no bar is drawn (0:
+        none).
+      verbose: what the chief prints, as `fit`'s verbose: "auto" or 1: a
+        progress bar through each epoch (steps done, running loss, time
+        left) when standard output is a terminal (or a notebook), else as
+        2; 2: a line per epoch and one every `log_every` steps; 0: nothing
+        (those lines go to absl's log only, as on the other workers).
       new_pipeline_at: None: `dataset_fn` is called for every epoch (a new
         pipeline and iterator each). Otherwise the epochs (a collection of
         ints) at which it is called again besides the first epoch run;
@@ -265,6 +297,7 @@ def train_loop(
     """
     _check_positive("epochs", epochs)
     _check_positive("steps_per_epoch", steps_per_epoch)
+    check_verbose(verbose)
     if (
         isinstance(save_every, bool)
         or not isinstance(save_every, int)
@@ -299,6 +332,7 @@ def train_loop(
     done = int(state.step.numpy()) if state else 0
     first_epoch, skip = divmod(done, steps_per_epoch)
     say = _reporter(chief, verbose)
+    shows_bar = _shows_bar(chief, verbose)
     if done:
         say(f"{checkpoint_dir}: resuming at epoch {first_epoch + 1}, step {skip}")
     callback_list = keras.callbacks.CallbackList(
@@ -319,6 +353,12 @@ def train_loop(
             iterator = iter(strategy.distribute_datasets_from_function(epoch_dataset))
         total = state.loss_sum.numpy() if state and skip else 0.0
         start = time.time()
+        bar = None
+        if shows_bar:
+            say(f"epoch {epoch + 1}/{epochs}")
+            bar = keras.utils.Progbar(steps_per_epoch, stateful_metrics=["loss"])
+            if skip:
+                bar.update(skip, [("loss", total / skip)], finalize=False)
         for i in range(skip, steps_per_epoch):
             if state:
                 loss = float(state.preemption.run(distributed_step, iterator))
@@ -330,12 +370,17 @@ def train_loop(
                 state.loss_sum.assign(total)
                 if save_every and (i + 1) % save_every == 0 and i + 1 < steps_per_epoch:
                     state.save()
-            if log_every and (i + 1) % log_every == 0:
+            if bar is not None:
+                # The epoch's running loss, as `fit` shows it.
+                bar.update(i + 1, [("loss", total / (i + 1))], finalize=False)
+            elif log_every and (i + 1) % log_every == 0:
                 say(
                     f"epoch {epoch + 1} step {i + 1}/{steps_per_epoch}: loss {loss:.4f}"
                 )
         skip = 0
         logs = {"loss": total / steps_per_epoch}
+        if bar is not None:
+            bar.update(steps_per_epoch, list(logs.items()), finalize=True)
         if validation is not None:
             sums = validation(model, *worker_position(strategy))
             for name, value in _reduced_ratios(strategy, sums).items():

@@ -24,7 +24,7 @@ from tf_transducer.training.distributed import (
     shard_items,
     worker_position,
 )
-from tf_transducer.training.loop import loss_sums, train_loop
+from tf_transducer.training.loop import check_verbose, loss_sums, train_loop
 from tf_transducer.training.run_dir import BACKUP_DIR, RunDirectory, RunStateCallback
 
 HISTORY_FILE = "history.csv"
@@ -131,7 +131,7 @@ def fit(
     max_steps_per_epoch=None,
     summary_dir=None,
     callbacks=(),
-    verbose=1,
+    verbose="auto",
     augment=None,
     augment_from_epoch=0,
 ):
@@ -162,12 +162,15 @@ def fit(
       summary_dir: the epochs' summaries (default: summaries/ in the run
         folder).
       callbacks: more Keras callbacks (every worker, after the run's own).
-      verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
+      verbose: as Keras `fit`'s: "auto" or 1: a progress bar through
+        each epoch on a terminal (the chief's), else a line per epoch;
+        2: a line per epoch and four within it; 0: quiet.
       augment: optional waveform augmentation of the training batches (see
         `SpeechDataset.dataset`), seeded by the epoch's seed.
       augment_from_epoch: the first epoch (0-based) augmented: the model
         first learns to align clean audio.
     """
+    check_verbose(verbose)
     chief = is_chief(strategy)
     steps = steps_per_epoch(train_data, batch_size, strategy, max_steps_per_epoch)
     with strategy.scope():
@@ -240,7 +243,7 @@ def fit(
         save_every=100 if steps > 200 else 0,
         validation=validation,
         callbacks=all_callbacks,
-        log_every=max(1, steps // 4) if verbose > 1 else 0,
+        log_every=max(1, steps // 4) if verbose == 2 else 0,
         verbose=verbose,
         new_pipeline_at=restarts,
     )

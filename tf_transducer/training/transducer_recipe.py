@@ -33,6 +33,7 @@ from tf_transducer.training.distributed import (
     is_chief,
     strategy_from_environment,
 )
+from tf_transducer.training.loop import check_verbose
 from tf_transducer.training.run_dir import RUN_FILE
 
 MODEL_FILE, ENCODER_FILE = "best.keras", "text_encoder.json"
@@ -233,7 +234,7 @@ def train(
     strategy=None,
     overwrite=False,
     callbacks=(),
-    verbose=1,
+    verbose="auto",
 ):
     """Trains a Transducer; returns (model, text encoder, history dict).
 
@@ -278,7 +279,9 @@ def train(
       strategy: a tf.distribute strategy, or None.
       overwrite: start over in a run folder of another configuration.
       callbacks: Keras callbacks run at each epoch's end.
-      verbose: 0 quiet, 1 a line per epoch, 2 also lines within epochs.
+      verbose: as Keras `fit`'s: "auto" or 1: a progress bar through
+        each epoch on a terminal (the chief's), else a line per epoch;
+        2: a line per epoch and four within it; 0: quiet.
     """
     from tf_transducer.layers import SpecAugment
     from tf_transducer.layers.spec_augment import PRESETS
@@ -287,6 +290,7 @@ def train(
 
     if loss not in ("full", "pruned"):
         raise ValueError(f'loss must be "full" or "pruned", got {loss!r}')
+    check_verbose(verbose)
     strategy = strategy or strategy_from_environment(distribution)
     chief = is_chief(strategy)
     train_manifests = manifest_list(train_files, "train_files")
