@@ -282,3 +282,64 @@ def test_bad_arguments():
         data.epochs(2, 1, 0, 1, 1, augment="loud")
     with pytest.raises(ValueError, match="sample_rate must be a positive int"):
         SpeechDataset(manifest("librivox"), ALPHABET, sample_rate=16000.0)
+
+
+@pytest.mark.parametrize("container", ["WAV", "WAVEX"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_float_wav_with_nan_or_inf_samples_is_a_bad_item(tmp_path, container, bad):
+    rng = np.random.default_rng(0)
+    audio = rng.uniform(-0.5, 0.5, 8000)
+    sf.write(tmp_path / "good.wav", audio, 16000, subtype="FLOAT", format=container)
+    audio[1234] = bad
+    sf.write(tmp_path / "bad.wav", audio, 16000, subtype="FLOAT", format=container)
+    with open(tmp_path / "m.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["wav_filename", "wav_filesize", "transcript"])
+        writer.writerows([("good.wav", 0, "a"), ("bad.wav", 0, "b")])
+    manifest_path = str(tmp_path / "m.csv")
+    with pytest.raises(
+        ValueError, match=r"m.csv:3: .*bad.wav: samples that are NaN or infinite"
+    ):
+        SpeechDataset(manifest_path, ALPHABET)
+    data = SpeechDataset(manifest_path, ALPHABET, skip_bad=True)
+    assert data.paths == [str(tmp_path / "good.wav")]
+    assert data.skipped == [
+        (str(tmp_path / "bad.wav"), "samples that are NaN or infinite")
+    ]
+    (batch,) = data.dataset(4, shuffle=False)
+    assert batch["index"].numpy().tolist() == [0]
+    assert np.isfinite(batch["audio"].numpy()).all()
+
+
+def test_bad_arguments_are_named_before_any_work():
+    path = manifest("librivox")
+    for kwargs, message in [
+        (dict(sample_rate=True), "sample_rate must be a positive int, got True"),
+        (dict(max_duration="5"), "max_duration must be a positive number or None"),
+        (dict(max_duration=float("nan")), "max_duration must be a positive number"),
+        (dict(max_duration=-1.0), "max_duration must be a positive number"),
+        (dict(max_label_length=2.5), "max_label_length must be a positive int"),
+        (dict(features=3), "features must be a callable or None, got 3"),
+        (dict(item_check="short"), "item_check must be a callable or None"),
+        (dict(item_check=lambda labels, seconds: 3),
+         "item_check must return None or a reason .* got 3 for .*wav"),
+    ]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            SpeechDataset(path, ALPHABET, **kwargs)
+    with pytest.raises(ValueError, match="manifest must be a manifest path or a list"):
+        SpeechDataset(3, ALPHABET)
+    with pytest.raises(ValueError, match="item 0 is 'a.wav'"):
+        SpeechDataset(["a.wav"], ALPHABET)
+    data = SpeechDataset(path, ALPHABET)
+    for kwargs, message in [
+        (dict(seed="1"), "seed must be an int or None, got '1'"),
+        (dict(bucket_boundaries=2.0), "bucket_boundaries must be a list of seconds"),
+        (dict(bucket_boundaries=[float("nan")]), "bucket_boundaries must be incr"),
+        (dict(bucket_boundaries=[1.0, float("inf")]), "bucket_boundaries must be"),
+        (dict(bucket_boundaries=["1"]), "bucket_boundaries must be increasing"),
+    ]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            data.dataset(2, **kwargs)
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
+        data.num_batches(0)
+    assert data.num_batches(2, np.array([3.0, 6.0])) == data.num_batches(2, [3.0, 6.0])

@@ -97,13 +97,37 @@ def test_bad_csv_rows_name_file_and_line(tmp_path):
     path.write_bytes((header + "a.wav,1,caf\xe9\n").encode("latin-1"))
     with pytest.raises(ValueError, match=r"m.csv:2: not UTF-8"):
         read_manifest(str(path))
-    path.write_text(header + "a.wav,1\n")
-    with pytest.raises(ValueError, match=r"m.csv:2: 3 columns expected"):
-        read_manifest(str(path))
+    for row, fields in [("a.wav,1", 2), ("a.wav", 1), ("a.wav,1,a,b", 4)]:
+        path.write_text(header + "b.wav,1,b\n" + row + "\n")
+        message = (
+            r"m.csv:3: 3 columns expected \(wav_filename,wav_filesize,transcript\), "
+            f"the row has {fields}$"
+        )
+        with pytest.raises(ValueError, match=message):
+            read_manifest(str(path))
     long_text = "a" * 200_000  # longer than csv's default field limit
     path.write_text(header + f"a.wav,1,{long_text}\n")
     (utterance,) = read_manifest(str(path))
     assert utterance.transcript == long_text
+
+
+def test_manifests_with_a_byte_order_mark_empty_or_a_folder(tmp_path):
+    bom = "\ufeff"
+    (tmp_path / "m.csv").write_text(
+        bom + "wav_filename,wav_filesize,transcript\na.wav,1,hi\n", "utf-8"
+    )
+    (tmp_path / "m.jsonl").write_text(
+        bom + '{"audio_filepath": "a.wav", "text": "hi"}\n', "utf-8"
+    )
+    for name in ("m.csv", "m.jsonl"):
+        (utterance,) = read_manifest(str(tmp_path / name))
+        assert (utterance.path, utterance.transcript) == (str(tmp_path / "a.wav"), "hi")
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(ValueError, match="empty.csv: empty file"):
+        read_manifest(str(tmp_path / "empty.csv"))
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(ValueError, match="folder.csv' is a folder"):
+        read_manifest(str(tmp_path / "folder.csv"))
 
 
 def test_features_at_another_rate_are_refused(tmp_path):
@@ -157,16 +181,21 @@ def test_files_the_graph_decoder_refuses_are_decoded_or_counted(tmp_path):
         "".join(json.dumps({"audio_filepath": n, "text": "a"}) + "\n" for n in names)
     )
     data = SpeechDataset(str(manifest), ALPHABET, sample_rate=RATE, skip_bad=True)
+    # Float samples are read when the dataset is made: NaN ones are bad items.
+    assert data.skipped == [
+        (str(tmp_path / "nan.wav"), "samples that are NaN or infinite")
+    ]
     got = audio_batches(data)  # iterates to the end
     (report,) = data.epoch_reports
     failed = {path.rsplit("/", 1)[-1]: why for path, why in report["failed_to_decode"]}
-    assert "nan.wav" in failed and "NaN or infinite" in failed["nan.wav"]
-    assert set(got) | {names.index(n) for n in failed} == set(range(len(names)))
+    assert set(got) | {names.index(n) for n in failed} == set(range(len(files)))
     np.testing.assert_allclose(got[0], samples / 32768, atol=1e-6)
     if 1 in got:  # libsndfile read the odd-sized chunk: its whole samples
         np.testing.assert_allclose(got[1], samples[:3999] / 32768, atol=1e-6)
-    with pytest.raises(Exception, match="nan.wav: samples that are NaN or infinite"):
-        list(SpeechDataset(str(manifest), ALPHABET, sample_rate=RATE).dataset(4))
+    with pytest.raises(
+        ValueError, match="m.jsonl:4: .*nan.wav: samples that are NaN or infinite"
+    ):
+        SpeechDataset(str(manifest), ALPHABET, sample_rate=RATE)
 
 
 def test_load_audio_applies_the_pipeline_rule(tmp_path):
@@ -175,6 +204,26 @@ def test_load_audio_applies_the_pipeline_rule(tmp_path):
         load_audio(str(tmp_path / "empty.wav"), RATE)
     sf.write(tmp_path / "a.wav", ramp(0.5), 16000, subtype="PCM_16")
     assert load_audio(str(tmp_path / "a.wav"), RATE).shape == (2000,)
+
+
+def test_audio_readers_name_bad_arguments(tmp_path):
+    from tf_transducer.data import read_audio
+
+    path = str(tmp_path / "a.wav")
+    sf.write(path, ramp(0.5), RATE, subtype="PCM_16")
+    for rate in (0, -8000, 8000.5, "8000", True):
+        for reader in (load_audio, read_audio):
+            with pytest.raises(ValueError, match="sample_rate must be a positive int"):
+                reader(path, rate)
+    for offset in (-1.0, float("nan"), "1"):
+        with pytest.raises(ValueError, match="offset must be a number of seconds"):
+            read_audio(path, RATE, offset=offset)
+    for duration in (-1.0, float("inf")):
+        with pytest.raises(ValueError, match="duration must be None or seconds >= 0"):
+            read_audio(path, RATE, duration=duration)
+    with pytest.raises(BadAudioError, match="a.wav: no audio samples"):
+        read_audio(path, RATE, duration=0.0)
+    assert read_audio(path, RATE, np.float64(0.25), np.float32(0.1)).shape == (800,)
 
 
 @pytest.mark.parametrize("sample_rate", [8000, 16000])

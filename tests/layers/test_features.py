@@ -180,3 +180,94 @@ def test_adapt_needs_global_mode_and_frames():
         FeatureNormalization().adapt([])
     with pytest.raises(ValueError, match="found no frames"):
         FeatureNormalization("global").adapt([(np.zeros((1, 3, 2)), np.array([0]))])
+
+
+@pytest.mark.parametrize("make", [LogMelSpectrogram, Mfcc])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_inf_audio_within_lengths_is_an_error(make, bad):
+    layer = make()
+    audio, lengths = audio_batch([8000, 5000], 8000, seed=7)
+    audio[1, 4999] = bad  # the last valid sample of utterance 1
+    message = rf"audio must be finite within its lengths.*{bad}.*\[1, 4999\]"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        layer(audio, lengths)
+    traced = tf.function(
+        layer,
+        input_signature=[
+            tf.TensorSpec([None, None], tf.float32),
+            tf.TensorSpec([None], tf.int32),
+        ],
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="audio must be finite"):
+        traced(audio, lengths)
+    # In the padding it changes nothing.
+    clean = audio_batch([8000, 5000], 8000, seed=7)[0]
+    audio[1, 4999] = clean[1, 4999]
+    audio[1, 5000:] = bad
+    for run in (layer, traced):
+        np.testing.assert_array_equal(run(audio, lengths)[0], run(clean, lengths)[0])
+
+
+@pytest.mark.parametrize("make", [LogMelSpectrogram, Mfcc])
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.bool_])
+def test_integer_audio_is_refused_with_its_dtype(make, dtype):
+    audio = np.zeros([1, 4000], dtype)
+    message = f"audio must be float32 .*got {np.dtype(dtype).name}; .*32768"
+    with pytest.raises(ValueError, match=message):
+        make()(audio)
+    # Half and double precision are floats: computed in float32.
+    audio, lengths = audio_batch([4000], 4000, seed=8)
+    want, _ = make()(audio, lengths)
+    got, _ = make()(audio.astype(np.float64), lengths)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_normalization_refuses_nan_integer_and_mismatched_features():
+    features = np.random.default_rng(9).normal(size=(2, 6, 3)).astype(np.float32)
+    lengths = np.array([6, 4], np.int32)
+    for mode in ("utterance", "global"):
+        layer = FeatureNormalization(mode)
+        bad = features.copy()
+        bad[1, 3, 2] = np.nan
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"features must be finite within its lengths.*nan.*\[1, 3, 2\]",
+        ):
+            layer(bad, lengths)
+        bad[1, 3, 2] = features[1, 3, 2]
+        bad[1, 4:] = np.inf  # padding: ignored
+        want, _ = layer(features, lengths)
+        np.testing.assert_array_equal(layer(bad, lengths)[0], want)
+        with pytest.raises(ValueError, match="features must be float32 .*got int32"):
+            layer(features.astype(np.int32), lengths)
+    with pytest.raises(
+        ValueError, match="features have 2 values per frame, the global"
+    ):
+        layer(features[..., :2], lengths)
+
+
+def test_adapt_names_the_bad_batch():
+    rng = np.random.default_rng(10)
+    good = (rng.normal(size=(2, 5, 3)), np.array([5, 2]))
+    nan = good[0].copy()
+    nan[1, 1, 0] = np.nan
+    padded_nan = good[0].copy()
+    padded_nan[1, 2:] = np.inf  # past its length: ignored
+    layer = FeatureNormalization("global")
+    layer.adapt([good, (padded_nan, good[1])])
+    np.testing.assert_allclose(
+        layer.mean.numpy(),
+        good[0][[0, 0, 0, 0, 0, 1, 1], [0, 1, 2, 3, 4, 0, 1]].mean(0),
+    )
+    for batch, message in [
+        ((nan, good[1]),
+         r"batch 1 of data: features must be finite .*nan at .* = \[1, 1, 0\]"),
+        ((good[0].astype(np.int64), good[1]),
+         "batch 1 of data: features must be float, got dtype int64"),
+        ((good[0][..., :2], good[1]), r"batch 1 of data: features must be \[B, T, 3\]"),
+        ((good[0], np.array([5, 6])), r"batch 1 of data: lengths must lie in \[0, 5\]"),
+        ((good[0], np.array([5.0, 2.0])), "batch 1 of data: lengths must be 2 ints"),
+        ((good[0], np.array([5])), "batch 1 of data: lengths must be 2 ints"),
+    ]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            FeatureNormalization("global").adapt([good, batch])

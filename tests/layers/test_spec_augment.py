@@ -335,3 +335,55 @@ def test_bad_shapes_and_presets():
         SpecAugment()(np.zeros((2, 3), np.float32), training=True)
     with pytest.raises(ValueError, match="not a multiple of stack_height=3"):
         SpecAugment(unstack=True)(np.zeros((1, 4, 10), np.float32), training=True)
+
+
+def test_integer_and_non_finite_features_are_refused():
+    x, lengths = features(lengths=(120, 90, 17, 0))
+    layer = SpecAugment(time_warp_max_frames=5, time_warp_max_ratio=0.2, seed=1)
+    for training in (True, False):
+        with pytest.raises(ValueError, match="features must be float32 .*got int16"):
+            layer(x.astype(np.int16), lengths, training=training)
+    bad = x.copy()
+    bad[2, 16, 3] = np.nan  # the last valid frame of utterance 2
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"features must be finite within its lengths.*nan.*\[2, 16, 3\]",
+    ):
+        layer(bad, lengths, training=True)
+    traced = tf.function(lambda f, n: layer(f, n, training=True))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="features must be finite"):
+        traced(bad, lengths)
+    # Inference is the identity: the values pass as they are, NaN included.
+    np.testing.assert_array_equal(layer(bad, lengths, training=False), bad)
+    # Padding may hold anything: it comes back unchanged.
+    bad[2, 16, 3] = x[2, 16, 3]
+    bad[2, 17:] = np.inf
+    bad[3] = np.nan
+    out = layer(bad, lengths, training=True).numpy()
+    np.testing.assert_array_equal(out[2, 17:], bad[2, 17:])
+    assert np.isnan(out[3]).all() and np.isfinite(out[:3, :17]).all()
+
+
+def test_bad_domain_ids_are_named():
+    x, lengths = features()
+    layer = SpecAugment(domain_ids=[0, 1], time_mask_max_frames=5, seed=1)
+    for domain_ids, message in [
+        ([0, 1, 1], "domain_ids has 3 entries for a batch of 4"),
+        ([0, 1, 1, 0, 1], "domain_ids has 5 entries for a batch of 4"),
+        ([0.0, 1.0, 1.0, 0.0], "domain_ids must be integers, got dtype float32"),
+        ([[0, 1, 1, 0]], r"domain_ids must be \[B\], got shape \(1, 4\)"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            layer(x, lengths, domain_ids=domain_ids, training=True)
+    traced = tf.function(
+        lambda f, d: layer(f, lengths, domain_ids=d, training=True),
+        input_signature=[
+            tf.TensorSpec([None, None, 40], tf.float32),
+            tf.TensorSpec([None], tf.int32),
+        ],
+    )
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"domain_ids has \] \[3\]"
+    ):
+        traced(x, [0, 1, 1])
+    assert traced(x, [0, 1, 1, 0]).shape == x.shape

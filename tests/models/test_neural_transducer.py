@@ -235,6 +235,65 @@ def test_tflite_step_equals_keras(trained, tmp_path):
         NeuralTransducerStream(str(tmp_path))
 
 
+def test_stream_refuses_bad_export_fields_and_frames(tmp_path):
+    import json
+    import re
+    import shutil
+
+    from tf_transducer.export import NeuralTransducerStream, export_neural_transducer
+
+    keras.utils.set_random_seed(1)
+    nt = layer(transducer_hidden_units=8)
+    nt(*random_case()[:2], tf.constant([[1, 2]] * 3))
+    good = tmp_path / "good"
+    export_neural_transducer(nt, str(good), 16)
+    stream = NeuralTransducerStream(str(good))
+    frames = np.random.default_rng(2).normal(size=(7, 16))
+    want = stream.feed(frames) + stream.finish()
+    stream.reset()
+    assert stream.feed(frames.tolist()) + stream.finish() == want
+    for bad, message in [
+        (np.where(np.arange(16) == 3, np.nan, frames), r"frames must be finite; "
+         r"got nan at \[t, d\] = \[0, 3\]"),
+        (np.concatenate([frames, [[np.inf] * 16]]), "frames must be finite; got inf"),
+        (frames.astype(str), "frames must be float encoder outputs, got dtype <U"),
+    ]:  # fmt: skip
+        stream.reset()
+        with pytest.raises(ValueError, match=message):
+            stream.feed(bad)
+    for num_threads in (0, "2", True):
+        with pytest.raises(ValueError, match="num_threads must be an int >= 1"):
+            NeuralTransducerStream(str(good), num_threads=num_threads)
+    for encoder_dim, message in [
+        (12, "encoder_dim must be the width .* built for, 16; got 12"),
+        (0, "encoder_dim must be the width .* built for, 16; got 0"),
+        ("16", "encoder_dim must be a positive int, got '16'"),
+        (16.0, "encoder_dim must be a positive int, got 16.0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            export_neural_transducer(nt, str(tmp_path / "bad"), encoder_dim)
+    with pytest.raises(ValueError, match="layer is not built"):
+        export_neural_transducer(layer(), str(tmp_path / "bad"), 16)
+    assert not (tmp_path / "bad").exists()
+    meta = json.loads((good / "export.json").read_text())
+    for key, value, message in [
+        ("input_block_size", 0, "input_block_size must be a positive int, got 0"),
+        ("input_block_size", -4, "input_block_size must be a positive int, got -4"),
+        ("input_block_size", "4", "input_block_size must be a positive int, got '4'"),
+        ("input_block_size", True, "input_block_size must be a positive int, got True"),
+        ("encoder_dim", 2.5, "encoder_dim must be a positive int, got 2.5"),
+        ("encoder_dim", 12, r"encoder_dim 12 does not match start.tflite, whose "
+         r"frames are \[1, 4, 16\]"),
+        ("input_block_size", 5, "input_block_size 5 does not match start.tflite"),
+    ]:  # fmt: skip
+        folder = tmp_path / f"{key}-{value}"
+        shutil.copytree(good, folder)
+        (folder / "export.json").write_text(json.dumps({**meta, key: value}))
+        where = re.escape(str(folder / "export.json"))
+        with pytest.raises(ValueError, match=f"{where}: {message}"):
+            NeuralTransducerStream(str(folder))
+
+
 def summed_log_prob(nt, encoder, lengths, labels):
     """log P(labels): teacher-forced distributions, every alignment summed."""
     y = tf.constant([labels], tf.int32) if labels else tf.zeros([1, 0], tf.int32)

@@ -36,12 +36,15 @@ class AudioInfo:
       channels: the number of channels.
       frames: samples per channel.
       in_graph: whether tf.audio.decode_wav reads it (16-bit PCM WAV).
+      float_samples: whether it stores floating-point samples (which, unlike
+        integer ones, can be NaN or infinite).
     """
 
     sample_rate: int
     channels: int
     frames: int
     in_graph: bool
+    float_samples: bool = False
 
     @property
     def duration(self) -> float:
@@ -52,7 +55,7 @@ def _probe_wav(path, size):
     """AudioInfo of a RIFF/WAVE file from its chunks, checking the data size."""
     with open(path, "rb") as f:
         f.seek(12)  # RIFF, size, WAVE
-        fmt = None
+        fmt, floats = None, False
         while True:
             chunk = f.read(8)
             if len(chunk) < 8:
@@ -66,6 +69,9 @@ def _probe_wav(path, size):
                     "<HHIIHH", body[:16]
                 )
                 fmt = (tag, channels, rate, align, bits)
+                # IEEE float samples: format tag 3, or WAVE_FORMAT_EXTENSIBLE
+                # with a sub-format GUID that starts with 3.
+                floats = tag == 3 or (tag == 0xFFFE and body[24:26] == b"\x03\x00")
             elif name == b"data":
                 if fmt is None:
                     raise BadAudioError(path, "WAV data chunk before its fmt chunk")
@@ -88,7 +94,7 @@ def _probe_wav(path, size):
                     and align == 2 * channels
                     and length % align == 0
                 )
-                return AudioInfo(rate, channels, frames, in_graph)
+                return AudioInfo(rate, channels, frames, in_graph, floats)
             else:
                 f.seek(length + (length & 1), os.SEEK_CUR)
     raise BadAudioError(path, "WAV file without a data chunk")
@@ -118,7 +124,13 @@ def probe(path: str) -> AudioInfo:
             sf_info = sf.info(path)
         except Exception as error:  # libsndfile's own errors vary by format
             raise BadAudioError(path, f"not a readable audio file ({error})") from None
-        info = AudioInfo(sf_info.samplerate, sf_info.channels, sf_info.frames, False)
+        info = AudioInfo(
+            sf_info.samplerate,
+            sf_info.channels,
+            sf_info.frames,
+            False,
+            sf_info.subtype in ("FLOAT", "DOUBLE"),
+        )
     if info.frames <= 0:
         raise BadAudioError(path, "no audio samples")
     return info
@@ -137,9 +149,16 @@ def read_audio(
         offset).
 
     Raises:
+      ValueError: a sample_rate that is not a positive int, an offset or
+        duration that is not a number of seconds >= 0 (duration: or None).
       BadAudioError: unreadable, no samples (in the segment), or samples
         that are NaN or infinite (a float file can hold them).
     """
+    _check_rate(sample_rate)
+    if not _seconds(offset, 0.0):
+        raise ValueError(f"offset must be a number of seconds >= 0, got {offset!r}")
+    if duration is not None and not _seconds(duration, 0.0):
+        raise ValueError(f"duration must be None or seconds >= 0, got {duration!r}")
     sf = require("soundfile")
 
     try:
@@ -171,10 +190,30 @@ def load_audio(path: str, sample_rate: int) -> np.ndarray:
     samples), then decoded and resampled to sample_rate if needed.
 
     Raises:
+      ValueError: a sample_rate that is not a positive int.
       BadAudioError: naming the file and what is wrong with it.
     """
+    _check_rate(sample_rate)
     probe(path)
     return read_audio(path, sample_rate)
+
+
+def _check_rate(sample_rate):
+    if (
+        isinstance(sample_rate, bool)
+        or not isinstance(sample_rate, (int, np.integer))
+        or sample_rate <= 0
+    ):
+        raise ValueError(f"sample_rate must be a positive int, got {sample_rate!r}")
+
+
+def _seconds(value, least):
+    """Whether value is a finite real number >= least."""
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and least <= value < float("inf")
+    )
 
 
 def decode_wav(contents):

@@ -44,7 +44,10 @@ def _resolve(folder, path):
 
 
 class _Lines:
-    """The lines of a UTF-8 text file, with errors that name file and line."""
+    """The lines of a UTF-8 text file, with errors that name file and line.
+
+    A byte order mark at the start (as spreadsheet programs write) is dropped.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -55,7 +58,7 @@ class _Lines:
             for raw in f:
                 self.number += 1
                 try:
-                    yield raw.decode("utf-8")
+                    yield raw.decode("utf-8-sig" if self.number == 1 else "utf-8")
                 except UnicodeDecodeError as error:
                     raise ValueError(
                         f"{self.path}:{self.number}: not UTF-8 text ({error.reason} "
@@ -69,7 +72,12 @@ def _read_csv(path, folder):
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
     reader = csv.DictReader(iter(lines))
     try:
-        missing = {"wav_filename", "transcript"} - set(reader.fieldnames or [])
+        if reader.fieldnames is None:
+            raise ValueError(
+                f"{path}: empty file (a DeepSpeech manifest starts with a header "
+                "wav_filename,wav_filesize,transcript)"
+            )
+        missing = {"wav_filename", "transcript"} - set(reader.fieldnames)
         if missing:
             raise ValueError(
                 f"{path}: a DeepSpeech manifest needs the columns wav_filename and "
@@ -79,10 +87,14 @@ def _read_csv(path, folder):
         for row in reader:
             where = f"{path}:{lines.number}"
             if None in row or None in row.values():
+                # DictReader fills missing fields with None and puts extra
+                # ones in a list under the key None.
+                fields = sum(
+                    value is not None for key, value in row.items() if key is not None
+                ) + len(row.get(None) or [])
                 raise ValueError(
                     f"{where}: {len(reader.fieldnames)} columns expected "
-                    f"({','.join(reader.fieldnames)}), the row has "
-                    f"{len(row) - (None in row) + len(row.get(None) or [])}"
+                    f"({','.join(reader.fieldnames)}), the row has {fields}"
                 )
             if not row["wav_filename"]:
                 raise ValueError(f"{where}: empty wav_filename")
@@ -150,10 +162,12 @@ def read_manifest(path: str) -> list[Utterance]:
 
     Raises:
       FileNotFoundError: no such manifest.
-      ValueError: an unknown extension, missing columns or fields, fields of
+      ValueError: a folder, an unknown extension, missing columns or fields, fields of
         the wrong type, bad JSON, CSV or UTF-8 (the message names the file
         and line).
     """
+    if os.path.isdir(path):
+        raise ValueError(f"manifest {path!r} is a folder, not a manifest file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"manifest {path!r} does not exist")
     folder = os.path.dirname(os.path.abspath(path))

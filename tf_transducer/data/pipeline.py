@@ -25,7 +25,8 @@ class SpeechDataset:
     """The utterances of a manifest, checked, as a `tf.data` pipeline.
 
     Every audio file is checked when the SpeechDataset is made (readable, not
-    empty, not truncated, has samples) and every transcript encoded (not
+    empty, not truncated, has samples; files of float samples are read to
+    check that none is NaN or infinite) and every transcript encoded (not
     empty, every character known to the encoder). By default the first bad
     item raises ValueError naming the manifest line, the file and the
     problem. With `skip_bad=True` bad items are dropped and listed in
@@ -63,8 +64,12 @@ class SpeechDataset:
         skip_bad: bool = False,
         item_check: Callable[[list[int], float], str | None] | None = None,
     ) -> None:
-        if not isinstance(sample_rate, int) or sample_rate <= 0:
-            raise ValueError(f"sample_rate must be a positive int, got {sample_rate!r}")
+        _check_int("sample_rate", sample_rate, 1)
+        _check_limit("max_duration", max_duration, (int, float))
+        _check_limit("max_label_length", max_label_length, int)
+        for name, function in (("features", features), ("item_check", item_check)):
+            if function is not None and not callable(function):
+                raise ValueError(f"{name} must be a callable or None, got {function!r}")
         feature_rate = getattr(features, "sample_rate", sample_rate)
         if feature_rate != sample_rate:
             raise ValueError(
@@ -77,7 +82,7 @@ class SpeechDataset:
             utterances = read_manifest(manifest)
         else:
             self.name = "utterances"
-            utterances = list(manifest)
+            utterances = _utterance_list(manifest)
         self.sample_rate = sample_rate
         self.features = features
         self.skip_bad = skip_bad
@@ -97,7 +102,16 @@ class SpeechDataset:
             try:
                 info, labels = self._check(utterance, text_encoder)
                 offset, duration = _segment(utterance, info)
+                if info.float_samples:
+                    # Float samples may be NaN or inf: read them once now
+                    # (BadAudioError if so), not only when decoding.
+                    read_audio(utterance.path, info.sample_rate, offset, duration)
                 reason = item_check and item_check(labels, duration)
+                if reason is not None and not isinstance(reason, str):
+                    raise ValueError(
+                        f"item_check must return None or a reason (a string), "
+                        f"got {reason!r} for {utterance.path}"
+                    )
                 if reason:
                     raise BadAudioError(utterance.path, reason)
             except BadAudioError as error:
@@ -302,6 +316,10 @@ class SpeechDataset:
             buckets of the unaugmented lengths. Not with `cache`.
         """
         _check_batch_and_augment(batch_size, augment)
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+        ):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
         if augment is not None and cache is not None:
             raise ValueError(
                 "augment: a cache would freeze the first pass's augmented "
@@ -442,8 +460,15 @@ class SpeechDataset:
             bucket_boundaries = sorted(
                 set(np.quantile(self._durations, [0.25, 0.5, 0.75]))
             )
+        if not isinstance(bucket_boundaries, (list, tuple, np.ndarray)):
+            raise ValueError(
+                'bucket_boundaries must be a list of seconds, "auto" or None, got '
+                f"{bucket_boundaries!r}"
+            )
         seconds = list(bucket_boundaries)
-        if any(b <= 0 for b in seconds) or seconds != sorted(set(seconds)):
+        if not all(
+            _is_number(b) and 0 < b < math.inf for b in seconds
+        ) or seconds != sorted(set(seconds)):
             raise ValueError(
                 f"bucket_boundaries must be increasing positive seconds, got {seconds}"
             )
@@ -459,6 +484,7 @@ class SpeechDataset:
 
         Counted as if no item fails to decode.
         """
+        _check_int("batch_size", batch_size, 1)
         bounds = self._bucket_bounds(bucket_boundaries)
         counts = np.bincount(
             [bisect.bisect_right(bounds or [], n) for n in self._samples if n > 0],
@@ -511,6 +537,43 @@ def _check_int(name, value, least):
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         kind = "a positive int" if least == 1 else f"an int >= {least}"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+def _is_number(value):
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, bool
+    )
+
+
+def _check_limit(name, value, kinds):
+    """A ValueError naming `name` unless value is None or a positive finite number."""
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not 0 < value < math.inf
+    ):
+        kind = "int" if kinds is int else "number"
+        raise ValueError(f"{name} must be a positive {kind} or None, got {value!r}")
+
+
+def _utterance_list(manifest):
+    """The Utterances of a manifest given as an iterable; ValueError otherwise."""
+    try:
+        utterances = list(manifest)
+    except TypeError:
+        raise ValueError(
+            "manifest must be a manifest path or a list of Utterances, got "
+            f"{manifest!r}"
+        ) from None
+    for index, utterance in enumerate(utterances):
+        if not isinstance(utterance, Utterance):
+            raise ValueError(
+                f"manifest must be a manifest path or a list of Utterances; item "
+                f"{index} is {utterance!r}"
+            )
+    return utterances
 
 
 def _check_batch_and_augment(batch_size, augment):

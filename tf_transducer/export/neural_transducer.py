@@ -21,6 +21,7 @@ import tensorflow as tf
 from numpy.typing import ArrayLike
 
 from tf_transducer.export._tflite import (
+    META,
     Program,
     check_calibration,
     check_export_quantization,
@@ -55,10 +56,28 @@ def export_neural_transducer(
 
     Returns:
       {file name: size in bytes}.
+
+    Raises:
+      ValueError: an unbuilt layer, an encoder_dim that is not a positive
+        int or not the width the layer was built for, bad quantisation
+        arguments, or calibration frames that are not finite [T, D].
     """
     quantization = check_calibration(
         quantization, calibration_frames, "calibration_frames"
     )
+    if not layer.built:
+        raise ValueError(
+            "layer is not built: export a trained NeuralTransducer (call it on "
+            "encoder frames first)"
+        )
+    if isinstance(encoder_dim, bool) or not isinstance(encoder_dim, int):
+        raise ValueError(f"encoder_dim must be a positive int, got {encoder_dim!r}")
+    width = layer.memory.kernel.shape[0]
+    if encoder_dim != width:
+        raise ValueError(
+            f"encoder_dim must be the width of the encoder frames the layer was "
+            f"built for, {width}; got {encoder_dim}"
+        )
     N, H = layer.input_block_size, layer.transducer_hidden_units
     block = [
         tf.TensorSpec([1, N, encoder_dim], tf.float32),
@@ -114,11 +133,23 @@ class NeuralTransducerStream:
         or the mode expected ("float", "dynamic", "int8"): an export of
         another mode is then an error.
       num_threads: interpreter threads.
+
+    Raises:
+      FileNotFoundError: no export.json or program.
+      ValueError: an export.json of another model, without the keys it
+        needs, with an input_block_size or encoder_dim that is not a
+        positive int or not the programs' frames shape [1, N, D]; a program
+        that is not a readable TFLite file of its kind (the message names
+        the file and the field).
     """
 
     def __init__(
         self, export_dir: str, quantization: str | None = None, num_threads: int = 1
     ) -> None:
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+            raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be an int >= 1, got {num_threads}")
         meta = read_meta(
             export_dir,
             MODEL,
@@ -126,6 +157,13 @@ class NeuralTransducerStream:
             ("input_block_size", "encoder_dim", "quantization"),
         )
         self.quantization = check_export_quantization(export_dir, meta, quantization)
+        where = os.path.join(export_dir, META)
+        for key in ("input_block_size", "encoder_dim"):
+            value = meta[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"{where}: {key} must be a positive int, got {value!r}"
+                )
         block = ["frames", "frame_count"]
         self.programs = {
             "start": Program(
@@ -138,6 +176,19 @@ class NeuralTransducerStream:
             ),
         }
         self.block, self.dim = meta["input_block_size"], meta["encoder_dim"]
+        for name, program in self.programs.items():
+            shape = program.runner.get_input_details()["frames"]["shape"].tolist()
+            if shape != [1, self.block, self.dim]:
+                wrong = [
+                    f"{key} {meta[key]}"
+                    for key, axis in (("input_block_size", 1), ("encoder_dim", 2))
+                    if len(shape) != 3 or shape[axis] != meta[key]
+                ]
+                raise ValueError(
+                    f"{where}: {' and '.join(wrong)} "
+                    f"{'does' if len(wrong) == 1 else 'do'} not match {name}.tflite, "
+                    f"whose frames are {shape} ([1, input_block_size, encoder_dim])"
+                )
         self.reset()
 
     def reset(self) -> None:
@@ -161,11 +212,30 @@ class NeuralTransducerStream:
         return labels
 
     def feed(self, frames: ArrayLike) -> list[int]:
-        frames = np.asarray(frames, np.float32)
+        """Queues frames [n, D] (encoder outputs); the labels of the blocks completed.
+
+        Raises ValueError for another shape, a non-numeric dtype, or NaN /
+        inf frames (which would decode to nothing).
+        """
+        frames = np.asarray(frames)
+        if not (
+            np.issubdtype(frames.dtype, np.floating)
+            or np.issubdtype(frames.dtype, np.integer)
+        ):
+            raise ValueError(
+                f"frames must be float encoder outputs, got dtype {frames.dtype}"
+            )
+        frames = frames.astype(np.float32)
         if frames.ndim != 2 or frames.shape[1] != self.dim:
             raise ValueError(
                 f"frames must be [n, {self.dim}] encoder outputs, got shape "
                 f"{frames.shape}"
+            )
+        bad = np.argwhere(~np.isfinite(frames))
+        if len(bad):
+            raise ValueError(
+                f"frames must be finite; got {frames[tuple(bad[0])]} at [t, d] = "
+                f"{bad[0].tolist()}"
             )
         self.pending = np.concatenate([self.pending, frames])
         labels = []

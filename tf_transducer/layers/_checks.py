@@ -4,7 +4,7 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.ops._validation import first_bad, require
+from tf_transducer.ops._validation import after, first_bad, in_xla_context, require
 
 
 def resolve_lengths(x, lengths, name="lengths"):
@@ -47,6 +47,45 @@ def resolve_lengths(x, lengths, name="lengths"):
     ]
     with tf.control_dependencies([c for c in checks if c is not None]):
         return tf.identity(lengths)
+
+
+def float_values(x, name, hint=""):
+    """x as a tensor of a float dtype; ValueError naming `name` otherwise.
+
+    The layers compute in float32: integer (or bool, complex, string) values
+    are refused rather than read as floats; `hint` says how to convert them.
+    """
+    x = tf.convert_to_tensor(x)
+    if not x.dtype.is_floating:
+        raise ValueError(
+            f"{name} must be float32 (or another float dtype), got {x.dtype.name}{hint}"
+        )
+    return x
+
+
+def finite_within(x, lengths, name):
+    """x, after checking that its first lengths[b] entries along axis 1 are finite.
+
+    Padding (axis 1 at and after lengths[b]) may hold anything. NaN or inf
+    within the lengths raise InvalidArgumentError naming `name`, the value
+    and its index (eagerly; a `tf.debugging.Assert` in a graph; unchecked
+    under XLA).
+    """
+    if in_xla_context():
+        return x
+    valid = tf.sequence_mask(lengths, tf.shape(x)[1])
+    valid = tf.reshape(valid, tf.concat([tf.shape(valid), [1] * (x.shape.rank - 2)], 0))
+    bad = tf.logical_and(~tf.math.is_finite(x), valid)
+    value, index = first_bad(bad, x)
+    check = require(
+        ~tf.reduce_any(bad),
+        f"{name} must be finite within its lengths (padding after them may "
+        "hold anything); got {} at index {}",
+        value,
+        index,
+    )
+    with after(check):
+        return tf.identity(x)
 
 
 def check_positive(name, value, kind=(int, float)):

@@ -49,7 +49,10 @@ def power_spectrum(audio, frame_length, frame_step, fft_length):
     audio = tf.pad(audio, [[0, 0], [0, tf.maximum(frame_length - n, 0)]])
     frames = tf.signal.frame(audio, frame_length, frame_step, pad_end=False)
     window = tf.signal.hann_window(frame_length, periodic=True, dtype=audio.dtype)
-    spectrum = tf.signal.rfft(frames * window, fft_length=[fft_length])
+    # Zero-padded to the FFT length here, as the RFFT would pad it: its
+    # kernel refuses frames shorter than fft_length in an empty batch.
+    windowed = tf.pad(frames * window, [[0, 0], [0, 0], [0, fft_length - frame_length]])
+    spectrum = tf.signal.rfft(windowed, fft_length=[fft_length])
     power = tf.math.square(tf.math.real(spectrum)) + tf.math.square(
         tf.math.imag(spectrum)
     )

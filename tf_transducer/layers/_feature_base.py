@@ -9,7 +9,14 @@ from tf_transducer.layers._checks import (
     ListLengths,
     TracedOutputSpec,
     check_positive,
+    finite_within,
+    float_values,
     resolve_lengths,
+)
+
+_PCM_HINT = (
+    "; the layers read float samples in [-1, 1]: scale int16 PCM by 1 / 32768 "
+    "first (tf.cast(audio, tf.float32) / 32768)"
 )
 
 
@@ -72,14 +79,20 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return f_max
 
     def _power_spectrum(self, audio, lengths):
-        """(power [B, T, fft_length / 2 + 1], frames [B])."""
-        audio = tf.cast(audio, tf.float32)
+        """(power [B, T, fft_length / 2 + 1], frames [B]).
+
+        audio must be a float [B, N] (ValueError otherwise), finite within
+        its lengths (InvalidArgumentError otherwise).
+        """
+        audio = tf.cast(float_values(audio, "audio", _PCM_HINT), tf.float32)
+        if audio.shape.rank != 2:
+            raise ValueError(f"audio must be [B, N], got shape {audio.shape}")
+        lengths = resolve_lengths(audio, lengths)
+        audio = finite_within(audio, lengths, "audio")
         power = _dsp.power_spectrum(
             audio, self.frame_length, self.frame_step, self.fft_length
         )
-        frames = _dsp.frame_count(
-            resolve_lengths(audio, lengths), self.frame_length, self.frame_step
-        )
+        frames = _dsp.frame_count(lengths, self.frame_length, self.frame_step)
         return power, frames
 
     def _output_shape(self, input_shape, size):

@@ -10,6 +10,8 @@ from tf_transducer.layers._checks import (
     ListLengths,
     TracedOutputSpec,
     check_positive,
+    finite_within,
+    float_values,
     resolve_lengths,
 )
 
@@ -32,7 +34,10 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
       epsilon: added to the variance.
 
     Call arguments:
-      features: float [B, T, F], padded.
+      features: float [B, T, F], padded; finite within each length (NaN or
+        inf there, which would spread over the utterance, is an
+        InvalidArgumentError; the padding may hold anything). Integer
+        features are a ValueError.
       lengths: optional int [B] frames (default: T).
 
     Returns:
@@ -73,23 +78,40 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
             `functools.partial(tf_transducer.training.all_reduce_sums,
             strategy)`), so that workers reading disjoint shards of the data
             set the same statistics.
+
+        Raises:
+          ValueError: a batch whose features are not float [B, T, F] (with
+            the F of the others), whose lengths are not B ints in [0, T], or
+            whose features hold NaN or inf within their lengths (the message
+            names the batch and the value's index); or no frames at all.
         """
         if self.mode != "global":
             raise ValueError('adapt() needs mode="global"')
         count, total, squares = 0, 0.0, 0.0
-        for batch in data:
-            if isinstance(batch, dict):
+        dim = self.mean.shape[0] if self.built else None
+        for number, batch in enumerate(data):
+            if isinstance(batch, dict) and {"features", "feature_length"} <= set(batch):
                 features, lengths = batch["features"], batch["feature_length"]
-            else:
+            elif isinstance(batch, (tuple, list)) and len(batch) == 2:
                 features, lengths = batch
-            features = np.asarray(features, np.float64)
-            valid = np.arange(features.shape[1])[None, :] < np.asarray(lengths)[:, None]
-            frames = features[valid]  # [frames, F]
+            else:
+                raise ValueError(
+                    f"adapt(): batch {number} of data must be a (features, "
+                    'lengths) pair or a dict with "features" and "feature_length", '
+                    f"got {_describe(batch)}"
+                )
+            frames = _adapt_frames(features, lengths, number, dim)  # [frames, F]
+            dim = frames.shape[1]
             count += frames.shape[0]
             total = total + frames.sum(axis=0)
             squares = squares + (frames**2).sum(axis=0)
         if combine is not None:
-            dim = self.mean.shape[0] if self.built else np.shape(total)[0]
+            if dim is None:
+                raise ValueError(
+                    "adapt(): no batches in data and the layer is not built, so "
+                    "its sums cannot be combined with other workers': build it "
+                    "first (layer.build((None, None, F)))"
+                )
             total, squares = (np.broadcast_to(v, [dim]) for v in (total, squares))
             sums = np.concatenate([[count], total, squares])
             sums = np.asarray(combine(sums), np.float64)
@@ -104,8 +126,20 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
         self.variance.assign(variance.astype(np.float32))
 
     def call(self, features, lengths=None):
+        features = tf.cast(float_values(features, "features"), tf.float32)
+        if features.shape.rank != 3:
+            raise ValueError(f"features must be [B, T, F], got shape {features.shape}")
         lengths = resolve_lengths(features, lengths)
-        x = _dsp.zero_after(tf.cast(features, tf.float32), lengths)
+        features = finite_within(features, lengths, "features")
+        if self.mode == "global" and features.shape[-1] not in (
+            None,
+            self.mean.shape[0],
+        ):
+            raise ValueError(
+                f"features have {features.shape[-1]} values per frame, the "
+                f"global statistics {self.mean.shape[0]}"
+            )
+        x = _dsp.zero_after(features, lengths)
         if self.mode == "global":
             mean, variance = self.mean, self.variance
         else:
@@ -125,3 +159,51 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
         config = super().get_config()
         config.update(mode=self.mode, epsilon=self.epsilon)
         return config
+
+
+def _adapt_frames(features, lengths, number, dim):
+    """float64 [frames, F]: the valid frames of batch `number` of adapt's data.
+
+    Raises ValueError naming the batch unless features are float [B, T, F]
+    (F = dim when not None), finite within lengths, and lengths are B ints
+    in [0, T].
+    """
+    where = f"adapt(): batch {number} of data"
+    features = np.asarray(features)
+    if not np.issubdtype(features.dtype, np.floating):
+        raise ValueError(f"{where}: features must be float, got dtype {features.dtype}")
+    if features.ndim != 3 or dim not in (None, features.shape[2]):
+        want = "[B, T, F]" if dim is None else f"[B, T, {dim}]"
+        raise ValueError(
+            f"{where}: features must be {want}, got shape {features.shape}"
+        )
+    lengths = np.asarray(lengths)
+    size = features.shape[1]
+    if not np.issubdtype(lengths.dtype, np.integer) or lengths.shape != (
+        features.shape[0],
+    ):
+        raise ValueError(
+            f"{where}: lengths must be {features.shape[0]} ints (one per "
+            f"utterance), got dtype {lengths.dtype} and shape {lengths.shape}"
+        )
+    if ((lengths < 0) | (lengths > size)).any():
+        raise ValueError(
+            f"{where}: lengths must lie in [0, {size}], got {lengths.tolist()}"
+        )
+    valid = np.arange(size)[None, :] < lengths[:, None]
+    bad = np.argwhere(~np.isfinite(features) & valid[..., None])
+    if len(bad):
+        raise ValueError(
+            f"{where}: features must be finite within their lengths; got "
+            f"{features[tuple(bad[0])]} at [b, t, f] = {bad[0].tolist()}"
+        )
+    return features[valid].astype(np.float64)
+
+
+def _describe(batch):
+    """A short description of an adapt() batch of the wrong structure."""
+    if isinstance(batch, dict):
+        return f"a dict with keys {sorted(map(str, batch))}"
+    if isinstance(batch, (tuple, list)):
+        return f"a {type(batch).__name__} of {len(batch)} items"
+    return f"{type(batch).__name__}"

@@ -35,7 +35,9 @@ class FrameStacking(TracedOutputSpec, ListLengths, keras.layers.Layer):
       stride: keep every stride-th frame (subsampling), int >= 1.
 
     Call arguments:
-      features: float [B, T, F], padded.
+      features: [B, T, F], padded. Values are only copied, never computed
+        with: NaN or inf stay where they are (unlike the feature layers,
+        which refuse them) and integer features stay integers.
       lengths: optional int [B] frames (default: T).
 
     Returns:

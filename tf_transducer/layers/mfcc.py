@@ -47,7 +47,10 @@ class Mfcc(SpectralLayer):
         frame's spectral energy (None: the Mfcc op's 1e-12 floor only).
 
     Call arguments:
-      audio: float [B, N], padded.
+      audio: float [B, N] samples in [-1, 1], padded; finite within each
+        length (NaN or inf there is an InvalidArgumentError, the padding may
+        hold anything). Integer samples are a ValueError: scale int16 PCM
+        by 1 / 32768 first.
       lengths: optional int [B] samples of each signal (default: N).
 
     Returns:

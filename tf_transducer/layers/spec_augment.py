@@ -19,7 +19,13 @@ number so that, as in lingvo, sizes and positions are not correlated.
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import ListLengths, resolve_lengths
+from tf_transducer.layers._checks import (
+    ListLengths,
+    finite_within,
+    float_values,
+    resolve_lengths,
+)
+from tf_transducer.ops._validation import after, require
 
 # Each block draws from its own streams (stream, stream + 1, ...), so that
 # switching one block off leaves the others' numbers unchanged.
@@ -298,7 +304,10 @@ def time_warp(
         max_ratio,
         stream,
     )
-    return resample_axis(x, source, axis=1)
+    # Selected, not interpolated, past each length: the padding may hold
+    # NaN or inf, which a weight of 0 would turn into NaN.
+    valid = _expand_like(_valid(lengths, tf.shape(x)[1]), x)
+    return tf.where(valid, resample_axis(x, source, axis=1), x)
 
 
 def frequency_warp(x, lengths, draws, max_bins, stream=FREQ_WARP_STREAM):
@@ -398,6 +407,32 @@ def _check_domain_value(name, value):
         raise ValueError(f"{name} must be an int >= 0, got {value!r}")
 
 
+def _check_domain_ids(domain_ids, x):
+    """int32 [B] domain_ids, checked against x's batch (errors name them)."""
+    domain_ids = tf.convert_to_tensor(domain_ids)
+    if not domain_ids.dtype.is_integer:
+        raise ValueError(
+            f"domain_ids must be integers, got dtype {domain_ids.dtype.name}"
+        )
+    if domain_ids.shape.rank != 1:
+        raise ValueError(f"domain_ids must be [B], got shape {domain_ids.shape}")
+    if None not in (domain_ids.shape[0], x.shape[0]) and (
+        domain_ids.shape[0] != x.shape[0]
+    ):
+        raise ValueError(
+            f"domain_ids has {domain_ids.shape[0]} entries for a batch of {x.shape[0]}"
+        )
+    check = require(
+        tf.equal(tf.size(domain_ids), tf.shape(x)[0]),
+        "domain_ids has {} entries for a batch of {}",
+        tf.size(domain_ids),
+        tf.shape(x)[0],
+    )
+    domain_ids = tf.cast(domain_ids, tf.int32)
+    with after(check):
+        return tf.identity(domain_ids)
+
+
 @keras.saving.register_keras_serializable(package="tf_transducer")
 class SpecAugment(ListLengths, keras.layers.Layer):
     """SpecAugment as a Keras layer, with every option of lingvo's augmenter.
@@ -444,7 +479,10 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         runs); ignored with input-dependent seeds.
 
     Call arguments:
-      features: float [B, T, F] or [B, T, F, C].
+      features: float [B, T, F] or [B, T, F, C] (integer features are a
+        ValueError); in training finite within each length (NaN or inf
+        there, which warps would spread and masks hide, is an
+        InvalidArgumentError; the padding may hold anything).
       lengths: optional int [B] frames (else the Keras mask, else T).
       domain_ids: optional int [B], each utterance's domain (needed when
         `domain_ids` has several entries).
@@ -595,12 +633,13 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         step=None,
         mask=None,
     ):
+        features = float_values(features, "features")
         if lengths is None and mask is not None:
             lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
         lengths = resolve_lengths(features, lengths)
         if not training:
             return features
-        x = tf.cast(features, tf.float32)
+        x = finite_within(tf.cast(features, tf.float32), lengths, "features")
         if x.shape.rank == 3:
             x = x[..., tf.newaxis]
         if self.use_input_dependent_random_seed:
@@ -616,7 +655,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
                 raise ValueError(
                     f"the layer augments domains {self.domain_ids}: pass domain_ids [B]"
                 )
-            domain_ids = tf.reshape(tf.cast(domain_ids, tf.int32), [-1])
+            domain_ids = _check_domain_ids(domain_ids, x)
             out = x
             for i, domain in enumerate(self.domain_ids):
                 augmented = self._augment(

@@ -15,12 +15,16 @@ class TransducerJoiner(keras.layers.Layer):
     once per frame and per label), `joint` the rest on projected inputs that
     broadcast against each other, e.g. [B, T, 1, J] and [B, 1, U + 1, J] for
     full logits, or [B, T, 1, J] and [B, T, s_range, J] for pruned ones (what
-    `PrunedRnntLoss` calls).
+    `PrunedRnntLoss` calls). `output_weights` and `activation` are what
+    `FusedRnntLoss` needs to compute the loss of the projections without
+    forming the logits (`tf_transducer.ops.rnnt_joint.rnnt_loss_joint`).
 
     Args:
       vocab_size: classes including the blank.
       units: joint width J.
     """
+
+    activation = "tanh"  # what `joint` applies to the sum of the projections
 
     def __init__(self, vocab_size, units=256, **kwargs):
         super().__init__(**kwargs)
@@ -47,6 +51,19 @@ class TransducerJoiner(keras.layers.Layer):
 
     def project_decoder(self, decoded):
         return self.decoder_projection(decoded)
+
+    def output_weights(self) -> tuple[keras.Variable, keras.Variable]:
+        """The output projection's kernel [J, V] and bias [V]: the variables.
+
+        Not copies: a loss that reads them (`FusedRnntLoss`) trains them.
+        """
+        if not self.output_projection.built:
+            raise ValueError(
+                f"the joiner {self.name!r} must be built (called, or built with "
+                "the encoder's and decoder's shapes) before its output weights "
+                "are read"
+            )
+        return self.output_projection.kernel, self.output_projection.bias
 
     def joint(self, encoder_projected, decoder_projected):
         return self.output_projection(tf.tanh(encoder_projected + decoder_projected))
