@@ -168,7 +168,7 @@ def rnnt_cases(rng, i):
         return Case(kind, lambda: loss(fastemit_lambda=float("nan")), False,
                     ["fastemit_lambda"])  # fmt: skip
     if kind == "clamp":
-        return Case(kind, lambda: loss(clamp=float("inf")), False, ["clamp"])
+        return Case(kind, lambda: loss(clamp=float("nan")), False, ["clamp"])
     if kind == "delay":
         return Case(kind, lambda: loss(delay_penalty=float("inf")), False,
                     ["delay_penalty"])  # fmt: skip
@@ -330,7 +330,20 @@ def feature_cases(rng, i):
 def manifest_cases(rng, i):
     folder = tempfile.mkdtemp(prefix="fuzz-manifest-")
     kind = ["text", "filepath", "duration", "offset", "utf8", "json", "columns",
-            "object"][i % 8]  # fmt: skip
+            "object", "bom"][i % 9]  # fmt: skip
+    if kind == "bom":  # a byte order mark (spreadsheets write one) is legal
+        path = os.path.join(folder, str(rng.choice(["m.csv", "m.jsonl"])))
+        content = ("wav_filename,wav_filesize,transcript\na.wav,1,hi\n"
+                   if path.endswith(".csv")
+                   else '{"audio_filepath": "a.wav", "text": "hi"}\n')  # fmt: skip
+        with open(path, "w", encoding="utf-8-sig") as f:
+            f.write(content)
+        want = repr([(os.path.join(folder, "a.wav"), "hi")])
+        return Case(kind, lambda: repr([(u.path, u.transcript) for u in
+                                        tt.data.read_manifest(path)]),
+                    check=lambda got: None if str(got) == want
+                    else str(got))  # fmt: skip
+    fields = int(rng.choice([1, 2, 4]))  # of a row under a header of 3
     lines = {
         "text": '{"audio_filepath": "a.wav", "text": 123}',
         "filepath": '{"audio_filepath": null, "text": "a"}',
@@ -344,7 +357,9 @@ def manifest_cases(rng, i):
         content = (
             b"wav_filename,wav_filesize,transcript\na.wav,1,caf\xe9\n"
             if kind == "utf8"
-            else b"wav_filename,wav_filesize,transcript\na.wav\n"
+            else b"wav_filename,wav_filesize,transcript\n"
+            + b",".join([b"a.wav", b"1", b"x", b"y"][:fields])
+            + b"\n"
         )
     else:
         path = os.path.join(folder, "m.jsonl")
@@ -352,7 +367,11 @@ def manifest_cases(rng, i):
         content = (good * int(rng.integers(0, 3)) + lines[kind] + "\n").encode()
     with open(path, "wb") as f:
         f.write(content)
-    return Case(kind, lambda: tt.data.read_manifest(path), False, [path + ":"])
+    names = [path + ":"]
+    if kind == "columns":  # the message counts the row's fields right
+        names = [f"{path}:2: 3 columns expected (wav_filename,wav_filesize,"
+                 f"transcript), the row has {fields}"]  # fmt: skip
+    return Case(kind, lambda: tt.data.read_manifest(path), False, names)
 
 
 _EXPORT = {}
@@ -493,7 +512,616 @@ def augment_cases(rng, i):
                 ["lengths"])  # fmt: skip
 
 
+def _traced(fn, *arrays):
+    """fn traced with every dimension of every array unknown, then called."""
+    specs = [tf.TensorSpec([None] * np.ndim(a), tf.as_dtype(np.asarray(a).dtype))
+             for a in arrays]  # fmt: skip
+    return tf.function(fn, input_signature=specs)(*arrays)
+
+
+def _lm_only_reference(lm, symbols, boundary, blank):
+    """-log P of the smoothed loss with lm_only_scale = 1 (float64 numpy)."""
+    log_lm = lm - np.log(np.exp(lm).sum(-1, keepdims=True))
+    px = np.take_along_axis(log_lm[:, :-1], symbols[..., None], 2)
+    T = int(boundary[:, 3].max())
+    px = np.concatenate([np.repeat(px, T, 2), np.full(px.shape, -np.inf)], 2)
+    for b, t_end in enumerate(boundary[:, 3]):
+        px[b, :, t_end] = -np.inf
+    py = np.repeat(log_lm[:, :, blank : blank + 1], T, 2)
+    scores, _, _ = mi_reference(px, py, boundary)
+    return -scores
+
+
+def edge_cases(rng, i):
+    """Values and shapes that used to be taken silently or rejected vaguely."""
+    B, T, S, C = 2, int(rng.integers(3, 7)), int(rng.integers(1, 4)), 5
+    lm = rng.normal(size=(B, S + 1, C))
+    am = rng.normal(size=(B, T, C))
+    symbols = rng.integers(1, C, (B, S))
+    boundary = np.array([[0, 0, S, T], [0, 0, int(rng.integers(0, S + 1)), T - 1]])
+    joint = rng.normal(size=(B, T, S + 1, C)).astype(np.float32)
+    traced = bool(i // 20 % 2)  # every kind both eagerly and traced
+
+    def call(fn, *arrays):
+        return _traced(fn, *arrays) if traced else fn(*arrays)
+
+    kind = ["logprobs_t_end", "joint_t_end", "prune_nan", "mask_holes",
+            "mask_prefix", "mi_columns", "mi_empty_s", "mi_boundary_rows",
+            "lm_only", "simple_rows", "pruning_classes", "ctc_nan",
+            "ctc_no_labels", "nt_nan", "alignment_nan", "alignment_labels",
+            "clamp_inf", "clamp_nan", "smoothed_rows",
+            "ctc_mask_holes"][i % 20]  # fmt: skip
+    late = boundary.copy()
+    late[int(rng.integers(B)), 3] = T + int(rng.integers(1, 4))
+    if kind == "logprobs_t_end":
+        return Case(kind, lambda: call(
+            lambda lm, am, s, b: tt.get_rnnt_logprobs(lm, am, s, 0, boundary=b),
+            lm, am, symbols, late), False, ["boundary"])  # fmt: skip
+    if kind == "joint_t_end":
+        return Case(kind, lambda: call(
+            lambda x, s, b: tt.get_rnnt_logprobs_joint(x, s, 0, b),
+            joint, symbols, late), False, ["boundary"])  # fmt: skip
+    if kind == "prune_nan":
+        _, (px_grad, py_grad) = tt.rnnt_loss_simple(lm, am, symbols, 0,
+                                                    return_grad=True)  # fmt: skip
+        px_grad, py_grad = np.array(px_grad), np.array(py_grad)
+        bad = [px_grad, py_grad][i % 2]
+        bad.flat[rng.integers(bad.size)] = rng.choice([np.nan, np.inf, -np.inf])
+        return Case(kind, lambda: call(
+            lambda x, y, b: tt.get_rnnt_prune_ranges(x, y, b, 2),
+            px_grad, py_grad, boundary), False, ["px_grad", "py_grad"])  # fmt: skip
+    if kind in ("mask_holes", "mask_prefix", "ctc_mask_holes"):
+        frames = [T, int(rng.integers(1, T + 1))]
+        mask = np.arange(T)[None] < np.array(frames)[:, None]
+        if kind != "mask_prefix":
+            mask[1, 0] = False  # a hole before the utterance's other frames
+            mask[1, -1] = True
+        labels = np.where(np.arange(S)[None] < [[S], [0]], symbols, -1)
+        ctc = kind == "ctc_mask_holes"
+        y_pred = tf.constant(joint[:, :, 0] if ctc else joint)
+        y_pred._keras_mask = tf.constant(mask)
+        loss = (tt.CtcLoss if ctc else tt.RnntLoss)(reduction="none")
+        if kind != "mask_prefix":
+            return Case(kind, lambda: loss(labels, y_pred), False, ["mask"])
+        want = rnnt_loss_reference(joint, np.maximum(labels, 0), 0,
+                                   [[0, 0, S, T], [0, 0, 0, frames[1]]])  # fmt: skip
+        return Case(kind, lambda: loss(labels, y_pred), check=close(want))
+    if kind == "mi_columns":
+        px, py = rng.normal(size=(B, S, T + 2)), rng.normal(size=(B, S + 1, T))
+        return Case(kind, lambda: call(tt.mutual_information_recursion_tf, px, py),
+                    False, ["px"])  # fmt: skip
+    if kind == "mi_empty_s":
+        px, py = rng.normal(size=(B, 0, T + 1)), rng.normal(size=(B, 1, T))
+        return Case(kind, lambda: call(tt.mutual_information_recursion_tf, px, py),
+                    False, ["S"])  # fmt: skip
+    if kind == "mi_boundary_rows":
+        px, py = rng.normal(size=(B, S, T + 1)), rng.normal(size=(B, S + 1, T))
+        rows = np.concatenate([boundary, boundary[:1]])
+        return Case(kind, lambda: call(tt.mutual_information_recursion_tf, px, py,
+                                       rows), False, ["boundary"])  # fmt: skip
+    if kind == "lm_only":
+        want = _lm_only_reference(lm, symbols, boundary, 0)
+        return Case(kind, lambda: call(
+            lambda lm, am, s, b: tt.rnnt_loss_smoothed(
+                lm, am, s, 0, 1.0, 0.0, b, reduction="none"),
+            lm, am, symbols, boundary), check=close(want, 1e-8))  # fmt: skip
+    if kind in ("simple_rows", "smoothed_rows"):
+        fn = tt.rnnt_loss_simple if kind == "simple_rows" else tt.rnnt_loss_smoothed
+        rows = np.concatenate([boundary, boundary[:1]])
+        return Case(kind, lambda: call(
+            lambda lm, am, s, b: fn(lm, am, s, 0, boundary=b), lm, am, symbols,
+            rows), False, ["boundary"])  # fmt: skip
+    if kind == "pruning_classes":
+        ranges = np.broadcast_to(np.arange(2), (B, T, 2)).copy()
+        return Case(kind, lambda: call(tt.do_rnnt_pruning, am, lm[..., :-1], ranges),
+                    False, ["am", "lm"])  # fmt: skip
+    if kind in ("ctc_nan", "ctc_no_labels"):
+        logits = joint[:, :, 0]
+        labels = np.zeros((B, 0), np.int64)
+        if kind == "ctc_nan":
+            logits = logits.copy()
+            logits[int(rng.integers(B)), int(rng.integers(T))] = rng.choice(
+                [np.nan, np.inf]
+            )
+            labels = np.array([[1, 2], [3, -1]])
+            return Case(kind, lambda: call(tt.CtcLoss(reduction="none"), labels,
+                                           logits), False, ["y_pred"])  # fmt: skip
+        wide = logits.astype(np.float64)
+        log_softmax = wide - np.log(np.exp(wide).sum(-1, keepdims=True))
+        want = -log_softmax[..., 0].sum(1)  # only blanks
+        return Case(kind, lambda: call(tt.CtcLoss(reduction="none"), labels, logits),
+                    check=close(want))  # fmt: skip
+    if kind in ("nt_nan", "alignment_nan", "alignment_labels"):
+        NB, W = 3, 3
+        logits = rng.normal(size=(B, NB, S + 1, W, C))
+        logits[0, int(rng.integers(NB)), int(rng.integers(S + 1)), int(rng.integers(W)),
+               int(rng.integers(C))] = np.nan  # fmt: skip
+        num_blocks = np.array([NB, NB])
+        lengths = np.array([S, S])
+        if kind == "nt_nan":
+            loss = tt.NeuralTransducerLoss(W, C - 1, reduction="none")
+            labels = rng.integers(0, C - 1, (B, S))
+            return Case(kind, lambda: call(
+                lambda y, x, n: loss(y, {"logits": x, "num_blocks": n}),
+                labels, logits, num_blocks), False, ['logits'])  # fmt: skip
+        from tf_transducer.ops.neural_transducer import best_block_alignment
+
+        def align(x, y, n_y, n_b):
+            return best_block_alignment(x, y, n_y, n_b, W, C - 1)
+
+        if kind == "alignment_nan":
+            return Case(kind, lambda: call(
+                align, logits, symbols, lengths, num_blocks), False,
+                ["log_probs"])  # fmt: skip
+        logits = np.nan_to_num(logits)
+        more = rng.integers(0, C - 1, (B, S + 1))
+        return Case(kind, lambda: call(align, logits, more, lengths, num_blocks),
+                    False, ["log_probs"])  # fmt: skip
+    if kind == "clamp_inf":  # +inf clamps nothing, as torchaudio's clamp < 0
+
+        def grads(clamp):
+            x = tf.constant(joint)
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                value = tt.rnnt_loss(x, symbols, 0, clamp=clamp, reduction="sum")
+            return value, tape.gradient(value, x)
+
+        want_value, want_grad = grads(-1.0)
+        return Case(kind, lambda: grads(float("inf")), check=lambda got: (
+            close(want_value, 1e-6)(got[0])
+            or close(want_grad, 1e-6)(got[1])))  # fmt: skip
+    bad = float(rng.choice([np.nan, -np.nan]))
+    return Case(kind, lambda: tt.RnntLoss(clamp=bad), False, ["clamp"])
+
+
+def train_loop_cases(rng, i):
+    """`train_loop`'s verbose: Keras fit's values print as documented (lines,
+    no bar, off a terminal; nothing with 0); the others are errors naming
+    verbose."""
+    import contextlib
+    import io
+
+    import keras
+
+    from tf_transducer.training import train_loop
+
+    verbose = ["auto", 0, 1, 2, 3, -1, True, "yes", None, 1.5][i % 10]
+    legal = i % 10 < 4
+    x = rng.normal(size=(2, 12, 6)).astype(np.float32)
+    n = np.array([12, 9], np.int32)
+    y = np.array([[1, 2], [3, -1]], np.int32)
+
+    def run():
+        keras.utils.set_random_seed(0)
+        model = tt.models.Transducer(7, feature_dim=6, encoder_units=8,
+                                     predictor_units=8, joiner_units=8,
+                                     embedding_dim=4)  # fmt: skip
+        model.build()
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=tt.RnntLoss())
+        data = tf.data.Dataset.from_tensor_slices(((x, n), y)).batch(2)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            history = train_loop(model, lambda context, epoch: data, 1, 1,
+                                 log_every=1, verbose=verbose)  # fmt: skip
+        return history["loss"][0], printed.getvalue()
+
+    def check(result):
+        loss, printed = float(result[0]), str(result[1])
+        if not np.isfinite(loss):
+            return f"loss {loss}"
+        lines = printed.splitlines()
+        if verbose == 0:
+            return None if not lines else f"verbose=0 printed {lines}"
+        want = [f"epoch 1 step 1/1: loss {loss:.4f}", "epoch 1/1 ("]
+        if len(lines) != 2 or lines[0] != want[0] or not lines[1].startswith(want[1]):
+            return f"printed {lines!r}"
+        return None
+
+    return Case(f"verbose={verbose!r}", run, legal, ["verbose"],
+                check if legal else None)  # fmt: skip
+
+
+def _lattice_reference(table, num_frames, labels, num_labels, context, k, local):
+    """-log P(labels | frames) [B] of a TableWeightFn lattice, by every path.
+
+    table [I, C, 1 + V] or per batch [B, I, C, 1 + V] (locally normalised by
+    `local`: "hat", "log_softmax" or None); frame t reads input t; k: None
+    for FrameDependent, else FrameLabelDependent's max_expansions.
+    """
+    from tests.lattice.test_lattices import enumerate_paths
+
+    table = np.asarray(table, np.float64)
+    blank, lexical = table[..., :1], table[..., 1:]
+    lse = np.logaddexp.reduce
+    if local == "log_softmax":
+        table = table - lse(table, axis=-1, keepdims=True)
+    elif local == "hat":
+        not_blank = -np.logaddexp(0.0, blank)
+        lexical = not_blank + lexical - lse(lexical, axis=-1, keepdims=True)
+        table = np.concatenate([-np.logaddexp(0.0, -blank), lexical], -1)
+    losses = []
+    for b, T in enumerate(num_frames):
+        paths = enumerate_paths(table[b] if table.ndim == 4 else table,
+                                list(range(T)), context, k)  # fmt: skip
+        spelled = [w for w, y, _ in paths if y == tuple(labels[b, : num_labels[b]])]
+        numerator = lse(spelled) if spelled else -np.inf
+        log_z = 0.0 if local else lse([w for w, _, _ in paths])
+        losses.append(log_z - numerator)
+    return np.array(losses)
+
+
+def lattice_cases(rng, i):
+    """RecognitionLattice over table weights (per batch or shared, locally
+    normalised or not) against every path, and its malformed inputs."""
+    import keras
+
+    from tf_transducer.lattice import (
+        RecognitionLattice,
+        alignments,
+        contexts,
+        semirings,
+    )
+    from tf_transducer.lattice import weight_fns as W
+
+    B, T, V, U = int(rng.integers(1, 4)), int(rng.integers(2, 4)), 2, 3
+    context = contexts.FullNGram(V, int(rng.integers(0, 2)))
+    k = [None, 1, 2][int(rng.integers(3))]
+    alignment = alignments.FrameDependent() if k is None else (
+        alignments.FrameLabelDependent(k))  # fmt: skip
+    C = context.shape()[0]
+    per_batch = bool(rng.integers(2))
+    table = rng.normal(size=(B, T, C, 1 + V) if per_batch else (T, C, 1 + V))
+    table = table.astype(np.float32)
+    local = [None, "hat", "log_softmax"][int(rng.integers(3))]
+    frames = rng.normal(size=(B, T, 2)).astype(np.float32)
+    frames[..., 0] = np.arange(T)  # frame t reads input t of the table
+    num_frames = rng.integers(0, T + 1, B).astype(np.int32)
+    num_frames[0] = T - 1  # some padding
+    labels = rng.integers(1, V + 1, (B, U)).astype(np.int32)
+    most = num_frames * (k or 1)  # labels that fit in the frames
+    num_labels = np.minimum(rng.integers(0, U + 1, B), most).astype(np.int32)
+    traced = bool(i // 20 % 2)  # every kind both eagerly and traced
+
+    def make():
+        table_fn = W.TableWeightFn(table)
+        weight_fn = W.LocallyNormalizedWeightFn(table_fn, local) if local else table_fn
+        return RecognitionLattice(context, alignment, lambda c: W.NullCacher(),
+                                  lambda c: weight_fn)  # fmt: skip
+
+    def call(fn, *arrays):
+        return _traced(fn, *arrays) if traced else fn(*arrays)
+
+    def loss(lattice=None, *arrays):
+        lattice = lattice or make()
+        return call(lattice, *(arrays or (frames, num_frames, labels, num_labels)))
+
+    def want():
+        return _lattice_reference(table, num_frames, labels, num_labels, context,
+                                  k, local)  # fmt: skip
+
+    kind = ["legal", "padding_junk", "forward", "saved", "empty",
+            "nan_frames", "int_frames", "frames_rank", "num_frames_long",
+            "num_frames_negative", "num_frames_float", "num_frames_rows",
+            "labels_range", "labels_float", "labels_rows", "num_labels_long",
+            "table_index", "table_batch", "cache_nan",
+            "local_per_batch"][i % 20]  # fmt: skip
+    if kind in ("legal", "local_per_batch"):
+        if kind == "local_per_batch":  # the issue's lattice: LAST builds it
+            table = rng.normal(size=(B, T, C, 1 + V)).astype(np.float32)
+            local = local or "hat"
+        return Case(kind, loss, check=close(want()))
+    if kind == "padding_junk":  # what lies past the lengths changes nothing
+        expected = want()
+        junk_frames, junk_labels = frames.copy(), labels.copy()
+        junk_frames[0, T - 1, int(rng.integers(2))] = rng.choice([np.nan, np.inf])
+        junk_labels[np.arange(U)[None] >= num_labels[:, None]] = -7
+        return Case(kind, lambda: loss(None, junk_frames, num_frames, junk_labels,
+                                       num_labels), check=close(expected))  # fmt: skip
+    if kind == "forward":  # log Z, the best path's weight, and shortest_path's
+        from tests.lattice.test_lattices import enumerate_paths
+
+        local = None
+        weights = [[p[0] for p in enumerate_paths(table[b] if per_batch else table,
+                                                  list(range(n)), context, k)]
+                   for b, n in enumerate(num_frames)]  # fmt: skip
+        best = [max(w) for w in weights]
+        expected = [[np.logaddexp.reduce(w) for w in weights], best, best]
+        return Case(kind, lambda: call(lambda f, n: [
+            make().forward(f, n, semirings.Log),
+            make().forward(f, n, semirings.MaxTropical),
+            make().shortest_path(f, n)[2]], frames, num_frames),
+            check=close(expected))  # fmt: skip
+    if kind == "saved":  # get_config / from_config, then called
+        config = json.loads(json.dumps(keras.saving.serialize_keras_object(make())))
+        return Case(kind, lambda: loss(keras.saving.deserialize_keras_object(
+            config)), check=close(want()))  # fmt: skip
+    if kind == "empty":  # no frames, no labels: probability 1
+        return Case(kind, lambda: loss(None, frames[:, :0], 0 * num_frames,
+                                       labels[:, :0], 0 * num_labels),
+                    check=close(np.zeros(B)))  # fmt: skip
+    b, t = int(rng.integers(B)), int(rng.integers(num_frames.max(initial=0) or 1))
+    if kind == "nan_frames":
+        num_frames[b] = max(num_frames[b], t + 1)
+        frames[b, t, int(rng.integers(2))] = rng.choice([np.nan, np.inf, -np.inf])
+        return Case(kind, loss, False, ["frames"])
+    if kind == "int_frames":
+        as_int = frames.astype(np.int32)
+        return Case(kind, lambda: loss(None, as_int, num_frames, labels, num_labels),
+                    False, ["frames"])  # fmt: skip
+    if kind == "frames_rank":
+        return Case(kind, lambda: loss(None, frames[..., 0], num_frames, labels,
+                                       num_labels), False, ["frames"])  # fmt: skip
+    if kind in ("num_frames_long", "num_frames_negative", "num_frames_float",
+                "num_frames_rows"):  # fmt: skip
+        bad = num_frames.copy()
+        bad[b] = T + int(rng.integers(1, 4)) if kind == "num_frames_long" else -1
+        if kind == "num_frames_float":
+            bad = num_frames + 0.5
+        if kind == "num_frames_rows":
+            bad = np.concatenate([num_frames, num_frames[:1]])
+        return Case(kind, lambda: loss(None, frames, bad, labels, num_labels),
+                    False, ["num_frames"])  # fmt: skip
+    if kind in ("labels_range", "labels_float", "labels_rows"):
+        bad = labels.copy()
+        num = np.maximum(num_labels, 1)
+        num_frames[:] = T  # so that one label fits
+        bad[b, 0] = rng.choice([0, -1, V + 1])
+        counts = num
+        if kind == "labels_float":
+            bad = labels + 0.5
+        if kind == "labels_rows":
+            bad, counts = np.concatenate([labels, labels[:1]]), np.append(num, 1)
+        return Case(kind, lambda: loss(None, frames, num_frames, bad, counts),
+                    False, ["labels"])  # fmt: skip
+    if kind == "num_labels_long":
+        bad = num_labels.copy()
+        bad[b] = U + 1
+        return Case(kind, lambda: loss(None, frames, num_frames, labels, bad),
+                    False, ["num_labels"])  # fmt: skip
+    if kind == "table_index":  # frame[..., 0] past the table's inputs
+        num_frames[b] = max(num_frames[b], t + 1)
+        frames[b, t, 0] = rng.choice([T, -1, T + 5])
+        return Case(kind, loss, False, ["frame"])
+    if kind == "table_batch":  # a per-batch table of another batch
+        table = rng.normal(size=(B + 1, T, C, 1 + V)).astype(np.float32)
+        return Case(kind, loss, False, ["frame"])
+    # a cache passed in with NaN in it
+    lattice = RecognitionLattice(context, alignment, W.SharedEmbCacher(C, 4),
+                                 W.JointWeightFn(V, 4))  # fmt: skip
+    lattice.build(frames.shape)
+    cache = np.array(lattice.build_cache())
+    cache[int(rng.integers(C)), int(rng.integers(4))] = rng.choice([np.nan, np.inf])
+    return Case(kind, lambda: call(
+        lambda f, n, y, m, c: lattice(f, n, y, m, cache=c),
+        frames, num_frames, labels, num_labels, cache), False, ["cache"])  # fmt: skip
+
+
+def _neural_transducer_export():
+    """(folder, NeuralTransducerStream) of a tiny untrained export (once per child)."""
+    if "neural_transducer" not in _EXPORT:
+        from tf_transducer.export import (
+            NeuralTransducerStream,
+            export_neural_transducer,
+        )
+        from tf_transducer.layers import NeuralTransducer
+
+        layer = NeuralTransducer(n_out=5, transducer_hidden_units=8,
+                                 transducer_max_width=3, input_block_size=4,
+                                 embedding_size=4, e_symbol_index=0)  # fmt: skip
+        layer(tf.zeros([1, 8, 6]), tf.constant([8]), tf.zeros([1, 2], tf.int32))
+        folder = os.path.join(tempfile.mkdtemp(prefix="fuzz-nt-"), "e")
+        export_neural_transducer(layer, folder, 6)
+        _EXPORT["neural_transducer"] = folder, NeuralTransducerStream(folder)
+        _EXPORT["neural_transducer_layer"] = layer
+    return _EXPORT["neural_transducer"]
+
+
+def input_cases(rng, i):
+    """Values the feature layers, SpecAugment, FeatureNormalization.adapt,
+    SpeechDataset and the Neural Transducer runner must refuse (NaN / inf
+    where they are read, integer samples, bad export fields) or take
+    (anything in the padding, an empty batch)."""
+    B, N = 2, int(rng.integers(300, 1500))
+    audio = rng.uniform(-1, 1, (B, N)).astype(np.float32)
+    lengths = np.array([N, int(rng.integers(200, N + 1))])
+    kinds = ["nan_audio", "int_audio", "traced_nan", "traced_padding", "empty_batch",
+             "nan_features", "int_features", "padding_features", "adapt",
+             "domain_ids", "stream_frames", "stream_meta", "nan_wav",
+             "dataset_args", "audio_args", "export_args"]  # fmt: skip
+    kind = kinds[i % len(kinds)]
+    layer = [
+        lambda: tt.LogMelSpectrogram(sample_rate=8000, n_mels=10),
+        lambda: tt.Mfcc(sample_rate=8000),
+    ][i // len(kinds) % 2]()
+    bad_value = rng.choice([np.nan, np.inf, -np.inf])
+    signature = [
+        tf.TensorSpec([None, None], tf.float32),
+        tf.TensorSpec([None], tf.int32),
+    ]
+    if kind in ("nan_audio", "traced_nan"):
+        audio[1, int(rng.integers(lengths[1]))] = bad_value
+        run = layer
+        if kind == "traced_nan":
+            run = tf.function(layer, input_signature=signature)
+        return Case(kind, lambda: run(audio, lengths), False, ["audio"])
+    if kind == "int_audio":
+        dtype = rng.choice([np.int16, np.int32, np.int8, np.bool_])
+        pcm = (audio * 100).astype(dtype)
+        return Case(kind, lambda: layer(pcm, lengths), False, ["audio"])
+    if kind == "traced_padding":
+        run = tf.function(layer, input_signature=signature)
+        want = run(audio, lengths)[0].numpy()
+        noisy = audio.copy()
+        noisy[1, lengths[1] :] = bad_value
+        return Case(kind, lambda: run(noisy, lengths)[0],
+                    check=lambda got: close(want)(got) or finite(got))  # fmt: skip
+    if kind == "empty_batch":
+        empty = audio[:0]
+
+        def check(got):
+            values, frames = got
+            return None if values.shape[0] == 0 and frames.shape == (0,) else "shape"
+
+        return Case(kind, lambda: layer(empty), check=check)
+    T, F = int(rng.integers(3, 12)), int(rng.integers(2, 6))
+    features = rng.normal(size=(B, T, F)).astype(np.float32)
+    frames = np.array([T, int(rng.integers(1, T + 1))])
+    augment = tt.SpecAugment(time_warp_max_frames=2, time_warp_max_ratio=0.5,
+                             time_mask_max_frames=2, freq_warp_max_bins=1,
+                             seed=int(rng.integers(100)))  # fmt: skip
+    normalize = tt.FeatureNormalization(str(rng.choice(["utterance", "global"])))
+    user = [lambda x: augment(x, frames, training=True),
+            lambda x: normalize(x, frames)[0]][i % 2]  # fmt: skip
+    if kind == "nan_features":
+        features[1, int(rng.integers(frames[1])), int(rng.integers(F))] = bad_value
+        return Case(kind, lambda: user(features), False, ["features"])
+    if kind == "int_features":
+        ints = (features * 10).astype(rng.choice([np.int16, np.int32, np.int64]))
+        return Case(kind, lambda: user(ints), False, ["features"])
+    if kind == "padding_features":
+        noisy = features.copy()
+        noisy[1, frames[1] :] = bad_value
+        if i % 2 == 0:  # SpecAugment: the padding comes back as it was
+            twin = tt.SpecAugment.from_config(augment.get_config())  # same draws
+            clean = twin(features, frames, training=True).numpy()
+
+            def check(got):
+                padding = got[1, frames[1] :], noisy[1, frames[1] :]
+                if not np.array_equal(*padding, equal_nan=True):
+                    return "padding changed"
+                return close(clean[0])(got[0]) or close(clean[1, : frames[1]])(
+                    got[1, : frames[1]]
+                )
+
+            return Case(kind, lambda: augment(noisy, frames, training=True),
+                        check=check)  # fmt: skip
+        want = normalize(features, frames)[0].numpy()
+        return Case(kind, lambda: normalize(noisy, frames)[0], check=close(want))
+    if kind == "adapt":
+        adapting = tt.FeatureNormalization("global")
+        choice = int(rng.integers(4))
+        if choice == 0:
+            features[1, int(rng.integers(frames[1])), 0] = bad_value
+            batch, names = (features, frames), ["features"]
+        elif choice == 1:
+            batch, names = (features, frames + T), ["lengths"]
+        elif choice == 2:
+            batch, names = (features, frames, frames), ["data"]
+        else:
+            batch, names = {"features": features}, ["data"]
+        good = (rng.normal(size=(B, T, F)), frames)
+        return Case(kind, lambda: adapting.adapt([good, batch]), False, names)
+    if kind == "domain_ids":
+        by_domain = tt.SpecAugment(domain_ids=[0, 1], time_mask_max_frames=2)
+        bad = [[0, 1, 1], [0.0, 1.0], [[0, 1]], [1]][int(rng.integers(4))]
+        return Case(kind, lambda: by_domain(
+            features, frames, domain_ids=bad, training=True), False,
+            ["domain_ids"])  # fmt: skip
+    if kind == "stream_frames":
+        folder, stream = _neural_transducer_export()
+        encoded = rng.normal(size=(int(rng.integers(1, 12)), 6))
+        encoded[int(rng.integers(len(encoded))), int(rng.integers(6))] = bad_value
+
+        def run():
+            stream.reset()
+            return stream.feed(encoded) + stream.finish()
+
+        return Case(kind, run, False, ["frames"])
+    if kind == "stream_meta":
+        import shutil
+
+        from tf_transducer.export import NeuralTransducerStream
+
+        folder, _ = _neural_transducer_export()
+        copy = os.path.join(tempfile.mkdtemp(prefix="fuzz-nt-meta-"), "e")
+        shutil.copytree(folder, copy)
+        with open(os.path.join(copy, "export.json")) as f:
+            meta = json.load(f)
+        key = str(rng.choice(["input_block_size", "encoder_dim"]))
+        meta[key] = [0, -3, "4", 2.0, True, meta[key] + 1][int(rng.integers(6))]
+        with open(os.path.join(copy, "export.json"), "w") as f:
+            json.dump(meta, f)
+        return Case(kind, lambda: NeuralTransducerStream(copy), False,
+                    [f"export.json: {key}"])  # fmt: skip
+    if kind == "export_args":
+        from tf_transducer.export import (
+            NeuralTransducerStream,
+            export_neural_transducer,
+        )
+        from tf_transducer.layers import NeuralTransducer
+
+        folder, stream = _neural_transducer_export()
+        target = os.path.join(tempfile.mkdtemp(prefix="fuzz-nt-args-"), "e")
+        choice = int(rng.integers(3))
+        if choice == 0:
+            built = _EXPORT["neural_transducer_layer"]
+            dim = [0, 5, 7, "6", 6.0, True][int(rng.integers(6))]
+            return Case(kind, lambda: export_neural_transducer(built, target, dim),
+                        False, ["encoder_dim"])  # fmt: skip
+        if choice == 1:
+            unbuilt = NeuralTransducer(n_out=5, transducer_hidden_units=8,
+                                       transducer_max_width=3, input_block_size=4,
+                                       embedding_size=4, e_symbol_index=0)  # fmt: skip
+            return Case(kind, lambda: export_neural_transducer(unbuilt, target, 6),
+                        False, ["layer"])  # fmt: skip
+        threads = [0, -1, "2", True, 1.5][int(rng.integers(5))]
+        return Case(kind, lambda: NeuralTransducerStream(folder, num_threads=threads),
+                    False, ["num_threads"])  # fmt: skip
+    import soundfile as sf
+
+    folder = tempfile.mkdtemp(prefix="fuzz-inputs-")
+    good_path = os.path.join(folder, "good.wav")
+    sf.write(good_path, rng.uniform(-0.5, 0.5, 800), 8000, subtype="PCM_16")
+    if kind == "audio_args":
+        name, value = [("sample_rate", 0), ("sample_rate", 8000.5),
+                       ("sample_rate", "8000"), ("offset", -1.0),
+                       ("offset", float("nan")), ("duration", -0.5),
+                       ("duration", float("inf"))][int(rng.integers(7))]  # fmt: skip
+        args = {"sample_rate": 8000, name: value}
+        return Case(kind, lambda: tt.data.read_audio(good_path, **args), False,
+                    [name])  # fmt: skip
+    utterances = [tt.data.Utterance(good_path, "a")]
+    alphabet = tt.CharacterAlphabet.english()
+    if kind == "dataset_args":
+        name, value = [("sample_rate", True), ("max_duration", float("nan")),
+                       ("max_duration", "5"), ("max_label_length", 2.5),
+                       ("features", "mfcc"), ("item_check", 3),
+                       ("manifest", ["good.wav"]), ("seed", "1"),
+                       ("bucket_boundaries", [float("nan")]),
+                       ("bucket_boundaries", 2.0)][int(rng.integers(10))]  # fmt: skip
+        if name in ("seed", "bucket_boundaries"):
+            data = tt.data.SpeechDataset(utterances, alphabet, sample_rate=8000)
+            return Case(kind, lambda: data.dataset(2, **{name: value}), False, [name])
+        args = {"sample_rate": 8000, name: value}
+        given = args.pop("manifest", utterances)
+        return Case(kind, lambda: tt.data.SpeechDataset(given, alphabet, **args),
+                    False, [name])  # fmt: skip
+
+    # A float WAV with NaN or inf samples: a bad item like any other.
+    samples = rng.uniform(-0.5, 0.5, int(rng.integers(100, 4000)))
+    sf.write(os.path.join(folder, "good.wav"), samples, 8000, subtype="FLOAT")
+    samples[int(rng.integers(len(samples)))] = bad_value
+    bad_path = os.path.join(folder, "bad.wav")
+    sf.write(bad_path, samples, 8000, subtype=str(rng.choice(["FLOAT", "DOUBLE"])))
+    utterances = [tt.data.Utterance(os.path.join(folder, "good.wav"), "a"),
+                  tt.data.Utterance(bad_path, "b")]  # fmt: skip
+    if i // len(kinds) % 2:
+        return Case(kind, lambda: tt.data.SpeechDataset(
+            utterances, alphabet, sample_rate=8000), False, [bad_path])  # fmt: skip
+
+    def check(data):
+        return None if [p for p, _ in data.skipped] == [bad_path] else "kept"
+
+    return Case(
+        kind,
+        lambda: tt.data.SpeechDataset(utterances, alphabet, sample_rate=8000,
+                                      skip_bad=True),
+        check=lambda got: check(got.item()),
+    )  # fmt: skip
+
+
 FAMILIES = {
+    "edges": edge_cases,
     "augment": augment_cases,
     "mi": mi_cases,
     "rnnt": rnnt_cases,
@@ -502,6 +1130,9 @@ FAMILIES = {
     "features": feature_cases,
     "manifests": manifest_cases,
     "runners": runner_cases,
+    "lattice": lattice_cases,
+    "train_loop": train_loop_cases,
+    "inputs": input_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

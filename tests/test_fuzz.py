@@ -17,13 +17,17 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = {  # family: number of cases (each family cycles through its kinds)
     "augment": 42,
+    "edges": 40,
     "mi": 60,
     "rnnt": 60,
     "simple": 48,
     "keras_losses": 42,
     "features": 48,
-    "manifests": 16,
+    "manifests": 18,
     "runners": 24,
+    "lattice": 80,
+    "train_loop": 10,
+    "inputs": 32,
 }
 
 
