@@ -158,3 +158,13 @@ def test_int8_exports_need_calibration_audio(exports, tmp_path):
         export_transducer(transducer, str(tmp_path / "t"), ALPHABET, features,
                           quantization="int8", calibration_audio=[])  # fmt: skip
     assert not (tmp_path / "t").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("num_threads", [0, -1, "2", True, 1.5])
+def test_every_runner_names_a_bad_thread_count(num_threads):
+    # Program is what TransducerStream, DeepSpeechStream and
+    # NeuralTransducerStream load their programs with.
+    from tf_transducer.export._tflite import Program
+
+    with pytest.raises(ValueError, match="num_threads must be an int >= 1"):
+        Program("no-such-program.tflite", num_threads=num_threads)

@@ -472,6 +472,10 @@ class Program:
         require("ai_edge_litert")
         from ai_edge_litert.interpreter import Interpreter
 
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+            raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be an int >= 1, got {num_threads}")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such TFLite program")
         try:

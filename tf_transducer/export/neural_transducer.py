@@ -146,10 +146,6 @@ class NeuralTransducerStream:
     def __init__(
         self, export_dir: str, quantization: str | None = None, num_threads: int = 1
     ) -> None:
-        if isinstance(num_threads, bool) or not isinstance(num_threads, int):
-            raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
-        if num_threads < 1:
-            raise ValueError(f"num_threads must be an int >= 1, got {num_threads}")
         meta = read_meta(
             export_dir,
             MODEL,
