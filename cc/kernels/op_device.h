@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cc/kernels/half_types.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/lib/core/errors.h"
@@ -27,6 +28,29 @@
 #endif
 
 namespace tf_transducer {
+
+// The kernels' type for a TensorFlow float type (half_types.h: same bits).
+template <typename TfType>
+struct StorageOf {
+  using type = TfType;
+};
+template <>
+struct StorageOf<Eigen::half> {
+  using type = Half;
+};
+template <>
+struct StorageOf<tensorflow::bfloat16> {
+  using type = BFloat16;
+};
+
+// A tensor's data as the kernels' type.
+template <typename TfType>
+auto TensorData(const tensorflow::Tensor& t) {
+  using Storage = typename StorageOf<TfType>::type;
+  static_assert(sizeof(TfType) == sizeof(Storage));
+  return reinterpret_cast<const Storage*>(t.flat<TfType>().data());
+}
+
 namespace functor {
 
 struct CpuDevice {};

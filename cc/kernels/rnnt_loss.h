@@ -50,8 +50,15 @@ struct RnntProblem {
   // normaliser n = m + log_sum, px = l[y_s] - n and py = l[blank] - n.
   TT_HOST_DEVICE void WriteRow(int64_t b, int64_t t, int64_t row, int64_t s,
                                T m, T log_sum) const {
+    WriteRowOf(logits + row * C, b, t, row, s, m, log_sum);
+  }
+
+  // WriteRow for the row's logits l held elsewhere (the joint loss computes
+  // them into a tile: rnnt_joint.h).
+  template <typename P>
+  TT_HOST_DEVICE void WriteRowOf(const P* l, int64_t b, int64_t t, int64_t row,
+                                 int64_t s, T m, T log_sum) const {
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-    const L* l = logits + row * C;
     norms[row] = m + log_sum;  // -inf for a row of -inf logits
     const bool empty = m == kNegInf && log_sum == T(0);
     py[(b * (S + 1) + s) * T_len + t] =

@@ -39,6 +39,8 @@
 #include "cc/kernels/mutual_information_functor.h"
 #include "cc/kernels/op_device.h"
 #include "cc/kernels/rnnt_loss.h"
+#include "cc/kernels/rnnt_recursion.h"
+#include "cc/kernels/row_math.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -56,82 +58,6 @@ using ::tensorflow::errors::InvalidArgument;
 using ::tensorflow::thread::ThreadPool;
 
 namespace {
-
-// Reductions keep kLanes partial results so that they vectorise (a single
-// floating-point accumulator cannot be reordered by the compiler).
-constexpr int kLanes = 16;
-
-// Largest value of x[0, n) and log(sum(exp(x - max))).  A NaN anywhere makes
-// the sum NaN (a row of NaN too: max() skips NaN, so such a row would
-// otherwise pass for a row of -inf).
-template <typename T>
-inline void LogSumExpPartsImpl(const T* __restrict x, int64_t n, T* max_out,
-                               T* log_sum_out) {
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  T lane_max[kLanes];
-  std::fill(lane_max, lane_max + kLanes, kNegInf);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      lane_max[j] = std::max(lane_max[j], x[i + j]);
-    }
-  }
-  T m = *std::max_element(lane_max, lane_max + kLanes);
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  *max_out = m;
-  if (m == kNegInf) {
-    bool nan = false;
-    for (i = 0; i < n; ++i) nan |= x[i] != x[i];
-    *log_sum_out = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
-    return;
-  }
-  T lane_sum[kLanes] = {};
-  i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      lane_sum[j] += log_space_math::ExpNonPositive(x[i + j] - m);
-    }
-  }
-  T sum = T(0);
-  for (int j = 0; j < kLanes; ++j) sum += lane_sum[j];
-  for (; i < n; ++i) sum += log_space_math::ExpNonPositive(x[i] - m);
-  *log_sum_out = std::log(sum);
-}
-
-// grad[0, n) = -g * exp(x - norm); grad may be x itself.
-template <typename T>
-inline void ScaledNegativeSoftmaxImpl(const T* x, int64_t n, T norm, T g,
-                                      T* grad) {
-  for (int64_t i = 0; i < n; ++i) {
-    grad[i] = -g * log_space_math::ExpNonPositive(x[i] - norm);
-  }
-}
-
-// The row loops, compiled for several instruction sets.
-TF_TRANSDUCER_CLONES void LogSumExpParts(const float* x, int64_t n,
-                                         float* max_out, float* log_sum_out) {
-  LogSumExpPartsImpl(x, n, max_out, log_sum_out);
-}
-TF_TRANSDUCER_CLONES void LogSumExpParts(const double* x, int64_t n,
-                                         double* max_out, double* log_sum_out) {
-  LogSumExpPartsImpl(x, n, max_out, log_sum_out);
-}
-TF_TRANSDUCER_CLONES void ScaledNegativeSoftmax(const float* x, int64_t n,
-                                                float norm, float g,
-                                                float* grad) {
-  ScaledNegativeSoftmaxImpl(x, n, norm, g, grad);
-}
-TF_TRANSDUCER_CLONES void ScaledNegativeSoftmax(const double* x, int64_t n,
-                                                double norm, double g,
-                                                double* grad) {
-  ScaledNegativeSoftmaxImpl(x, n, norm, g, grad);
-}
-
-RnntType ParseRnntType(const std::string& type) {
-  return type == "regular"    ? RnntType::kRegular
-         : type == "modified" ? RnntType::kModified
-                              : RnntType::kConstrained;
-}
 
 // A row of C logits as the maths reads it: the row itself (L = T), or its
 // values widened into `buffer` (16-bit logits).
@@ -277,29 +203,7 @@ struct RnntGradient<GpuDevice, T, L> {
 };
 #endif  // GOOGLE_CUDA
 
-// The kernels' type for a TensorFlow logits type (half_types.h: same bits).
-template <typename TfType>
-struct StorageOf {
-  using type = TfType;
-};
-template <>
-struct StorageOf<Eigen::half> {
-  using type = Half;
-};
-template <>
-struct StorageOf<tensorflow::bfloat16> {
-  using type = BFloat16;
-};
-
 }  // namespace functor
-
-// The logits' data as the kernels' type.
-template <typename TfL>
-auto LogitData(const Tensor& t) {
-  static_assert(sizeof(TfL) == sizeof(typename functor::StorageOf<TfL>::type));
-  return reinterpret_cast<const typename functor::StorageOf<TfL>::type*>(
-      t.flat<TfL>().data());
-}
 
 // Full logits [B, T, S + 1, C] (kPruned = false: row j of a frame is symbol
 // position s = j) or pruned logits [B, T, R, C] with ranges [B, T, R]
@@ -309,7 +213,7 @@ auto LogitData(const Tensor& t) {
 // double.
 template <typename Device, typename TfL, typename Scalar, bool kPruned>
 class RnntLossOp : public OpKernel {
-  using L = typename functor::StorageOf<TfL>::type;
+  using L = typename StorageOf<TfL>::type;
 
  public:
   explicit RnntLossOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -473,7 +377,7 @@ class RnntLossOp : public OpKernel {
           ctx, in.ranges->template flat<int64_t>().data(), in.B * in.T * in.R,
           &state->ranges, &pr.ranges));
     }
-    pr.logits = LogitData<TfL>(*in.logits);
+    pr.logits = TensorData<TfL>(*in.logits);
     pr.px = state->px.template flat<Scalar>().data();
     pr.py = state->py.template flat<Scalar>().data();
     pr.norms = norms->flat<Scalar>().data();
@@ -488,27 +392,10 @@ class RnntLossOp : public OpKernel {
   absl::Status SecondPass(OpKernelContext* ctx, const Inputs& in,
                           const RnntProblem<Scalar, L>& pr, Tensor* scores,
                           Tensor* px_grad, Tensor* py_grad) const {
-    MutualInformationProblem<Scalar> mi;
-    mi.batch = in.B;
-    mi.S = in.S;
-    mi.T_len = in.T;
-    mi.T1 = in.T1;
-    mi.px = pr.px;
-    mi.py = pr.py;
-    mi.boundary = pr.boundary;
-    mi.scores = scores->flat<Scalar>().data();
-    mi.px_grad = px_grad->flat<Scalar>().data();
-    mi.py_grad = py_grad->flat<Scalar>().data();
-    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
-    Tensor alpha, e;
-    const TensorShape scratch({mi.buffer_size()});
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(dt, scratch, &alpha));
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(dt, scratch, &e));
-    mi.alpha = alpha.flat<Scalar>().data();
-    mi.e = e.flat<Scalar>().data();
     std::vector<char> illegal;
-    TF_RETURN_IF_ERROR(
-        functor::MutualInformation<Device, Scalar>()(ctx, mi, &illegal));
+    TF_RETURN_IF_ERROR((RnntRecursion<Device, Scalar>(
+        ctx, in.B, in.S, in.T, in.T1, pr.px, pr.py, pr.boundary, scores,
+        px_grad, py_grad, &illegal)));
     for (int64_t b = 0; b < in.B; ++b) {
       if (illegal[b]) {
         return InvalidArgument("logits must be finite or -inf; sequence ", b,
@@ -526,7 +413,7 @@ class RnntLossOp : public OpKernel {
 // Pass 3: scale[b] * d scores[b] / d logits, for full or pruned logits.
 template <typename Device, typename TfL, typename Scalar, bool kPruned>
 class RnntLossGradOp : public OpKernel {
-  using L = typename functor::StorageOf<TfL>::type;
+  using L = typename StorageOf<TfL>::type;
 
  public:
   explicit RnntLossGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -611,12 +498,12 @@ class RnntLossGradOp : public OpKernel {
       OP_REQUIRES_OK(ctx, functor::Int64Input<Device>()(
                               ctx, ranges, B * T * R, &ranges_copy, &p.ranges));
     }
-    p.logits = LogitData<TfL>(logits);
+    p.logits = TensorData<TfL>(logits);
     p.px_grad = px_grad.flat<Scalar>().data();
     p.py_grad = py_grad.flat<Scalar>().data();
     p.norms = norms.flat<Scalar>().data();
     p.scale = scale.flat<Scalar>().data();
-    p.grad = const_cast<L*>(LogitData<TfL>(*grad));
+    p.grad = const_cast<L*>(TensorData<TfL>(*grad));
     p.blank = blank_;
     p.constrained = type_ == RnntType::kConstrained;
     p.emit = Scalar(1) + static_cast<Scalar>(fastemit_lambda_);
