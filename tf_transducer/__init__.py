@@ -19,6 +19,7 @@ from tf_transducer.layers import (
 )
 from tf_transducer.losses import (
     CtcLoss,
+    FusedRnntLoss,
     NeuralTransducerLoss,
     PrunedRnntLoss,
     RecognitionLatticeLoss,
@@ -35,6 +36,7 @@ from tf_transducer.ops import (
     mutual_information_recursion,
     mutual_information_recursion_tf,
     rnnt_loss,
+    rnnt_loss_joint,
     rnnt_loss_pruned,
     rnnt_loss_simple,
     rnnt_loss_smoothed,
@@ -50,6 +52,7 @@ __all__ = [
     "CtcLoss",
     "FeatureNormalization",
     "FrameStacking",
+    "FusedRnntLoss",
     "LogMelSpectrogram",
     "Mfcc",
     "NeuralTransducer",
@@ -78,6 +81,7 @@ __all__ = [
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
     "rnnt_loss",
+    "rnnt_loss_joint",
     "rnnt_loss_pruned",
     "rnnt_loss_simple",
     "rnnt_loss_smoothed",

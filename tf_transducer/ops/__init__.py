@@ -13,6 +13,7 @@ from tf_transducer.ops.rnnt import (
     rnnt_loss,
     rnnt_loss_simple,
 )
+from tf_transducer.ops.rnnt_joint import rnnt_loss_joint
 from tf_transducer.ops.rnnt_pruned import (
     do_rnnt_pruning,
     get_rnnt_logprobs_pruned,
@@ -36,6 +37,7 @@ __all__ = [
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
     "rnnt_loss",
+    "rnnt_loss_joint",
     "rnnt_loss_pruned",
     "rnnt_loss_simple",
     "rnnt_loss_smoothed",

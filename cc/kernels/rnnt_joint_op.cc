@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernels of TfTransducerRnntJointLoss and TfTransducerRnntJointLossGrad on
+// the CPU: the RNN-T loss fused with its joint network.  For encoder
+// projections e[b, t] and prediction-network projections p[b, s] (J values
+// each), output weights W [J, C] and bias c [C]:
+//
+//   h[b, t, s]   = act(e[b, t] + p[b, s])                       [J]
+//   l[b, t, s]   = h[b, t, s] W + c                             [C]
+//
+// and then the loss of TfTransducerRnntLoss on l (rnnt_loss_op.cc has its
+// formulas: normalisers n, px, py, the recursion, and the gradient G of the
+// score with respect to l, clamp and FastEmit included).  Backwards:
+//
+//   dW  = sum over cells of h^T G          dc = sum over cells of G
+//   dh  = G W^T,   da = dh * act'(h)       (act' from h: tanh' = 1 - h^2)
+//   de[b, t] = sum_s da[b, t, s]           dp[b, s] = sum_t da[b, t, s]
+//
+// Neither l nor h is ever stored whole.  The cells of a sequence's boundary
+// are cut into tiles of a few frames (about kTileRows cells); a tile's h and
+// l are formed in buffers of the thread that works on it, with the matrix
+// products of tile_gemm.h.  The loss op keeps of each tile only its
+// normalisers, px and py (O(B T S) in all); the gradient op forms each tile
+// again (the recompute costs a fourth matrix product and saves writing and
+// reading [B, T, S + 1, C] twice), turns l into G in place, and adds the
+// tile's dW, dc and dp into accumulators of its thread (one copy of W's size
+// per thread), summed at the end.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cc/kernels/half_types.h"
+#include "cc/kernels/input_checks.h"
+#include "cc/kernels/op_device.h"
+#include "cc/kernels/rnnt_joint.h"
+#include "cc/kernels/rnnt_loss.h"
+#include "cc/kernels/rnnt_recursion.h"
+#include "cc/kernels/row_math.h"
+#include "cc/kernels/tile_gemm.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/lib/core/errors.h"
+
+namespace tf_transducer {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::errors::InvalidArgument;
+using ::tensorflow::thread::ThreadPool;
+
+namespace {
+
+// Cells per tile: enough rows for the products to run at full speed, few
+// enough that a tile's h and l stay small (kTileRows x (J + C) values).
+constexpr int64_t kTileRows = 192;
+
+// Frames [t0, t1) of sequence b, rows s_begin ..= s_end of each.
+struct Tile {
+  int64_t b, t0, t1, s_begin, s_end;
+  int64_t rows() const { return (t1 - t0) * (s_end - s_begin + 1); }
+};
+
+// The tiles of every sequence's boundary (none for an empty one).
+std::vector<Tile> MakeTiles(const int64_t* boundary, int64_t B) {
+  std::vector<Tile> tiles;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t* bnd = boundary + 4 * b;
+    const int64_t width = bnd[2] - bnd[0] + 1;
+    const int64_t frames = std::max<int64_t>(1, kTileRows / width);
+    for (int64_t t = bnd[1]; t < bnd[3]; t += frames) {
+      tiles.push_back({b, t, std::min(t + frames, bnd[3]), bnd[0], bnd[2]});
+    }
+  }
+  return tiles;
+}
+
+// One call's joint inputs as the kernels read them: L is the inputs' type,
+// T the maths' (weight and bias already widened to T).
+template <typename T, typename L>
+struct JointInputs {
+  int64_t B, T_len, S, C, J;
+  const L* encoder;    // [B, T, J]
+  const L* predictor;  // [B, S + 1, J]
+  const T* weight;     // [J, C]
+  const T* bias;       // [C]
+  JointActivation activation;
+};
+
+// A thread's buffers for its tiles.
+template <typename T>
+struct TileBuffers {
+  std::vector<T> hidden, logits, d_hidden;
+  std::vector<int64_t> t, s;  // each row's cell
+};
+
+// The tile's rows (the cells with keep(t, s)), their h [rows, J] and l
+// [rows, C] in `buf`; returns the number of rows.
+template <typename T, typename L, typename Keep>
+int64_t FormTile(const JointInputs<T, L>& in, const Tile& tile, Keep keep,
+                 TileBuffers<T>* buf) {
+  const int64_t J = in.J, C = in.C;
+  buf->t.clear();
+  buf->s.clear();
+  for (int64_t t = tile.t0; t < tile.t1; ++t) {
+    for (int64_t s = tile.s_begin; s <= tile.s_end; ++s) {
+      if (keep(t, s)) {
+        buf->t.push_back(t);
+        buf->s.push_back(s);
+      }
+    }
+  }
+  const int64_t rows = buf->t.size();
+  buf->hidden.resize(rows * J);
+  buf->logits.resize(rows * C);
+  for (int64_t r = 0; r < rows; ++r) {
+    const L* e = in.encoder + (tile.b * in.T_len + buf->t[r]) * J;
+    const L* p = in.predictor + (tile.b * (in.S + 1) + buf->s[r]) * J;
+    T* h = buf->hidden.data() + r * J;
+    for (int64_t j = 0; j < J; ++j) h[j] = T(Widen(e[j])) + T(Widen(p[j]));
+  }
+  T* hidden = buf->hidden.data();
+  switch (in.activation) {
+    case JointActivation::kTanh:
+      TanhInPlace(hidden, rows * J);
+      break;
+    case JointActivation::kRelu:
+      for (int64_t i = 0; i < rows * J; ++i) hidden[i] = Max(hidden[i], T(0));
+      break;
+    case JointActivation::kIdentity:
+      break;
+  }
+  tile_gemm::Gemm(rows, C, J, tile_gemm::RowMajor(buf->hidden.data(), J),
+                  tile_gemm::RowMajor(in.weight, C), buf->logits.data(), C,
+                  /*accumulate=*/false);
+  for (int64_t r = 0; r < rows; ++r) {
+    T* l = buf->logits.data() + r * C;
+    for (int64_t c = 0; c < C; ++c) l[c] += in.bias[c];
+  }
+  return rows;
+}
+
+// dh[0, n) *= act'(x), from the activation's output h[0, n).
+template <typename T>
+void ThroughActivation(JointActivation activation, const T* h, T* dh,
+                       int64_t n) {
+  switch (activation) {
+    case JointActivation::kTanh:
+      for (int64_t i = 0; i < n; ++i) dh[i] *= T(1) - h[i] * h[i];
+      break;
+    case JointActivation::kRelu:
+      for (int64_t i = 0; i < n; ++i) dh[i] = h[i] > T(0) ? dh[i] : T(0);
+      break;
+    case JointActivation::kIdentity:
+      break;
+  }
+}
+
+// x as T: the tensor itself, or a widened copy in `wide` (16-bit inputs).
+template <typename T, typename TfL>
+absl::Status WideData(OpKernelContext* ctx, const Tensor& x, Tensor* wide,
+                      const T** out) {
+  using L = typename StorageOf<TfL>::type;
+  if constexpr (std::is_same_v<T, L>) {
+    *out = x.flat<TfL>().data();
+  } else {
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DataTypeToEnum<T>::value,
+                                          x.shape(), wide));
+    const L* src = TensorData<TfL>(x);
+    T* dst = wide->flat<T>().data();
+    for (int64_t i = 0; i < x.NumElements(); ++i) dst[i] = Widen(src[i]);
+    *out = dst;
+  }
+  return absl::OkStatus();
+}
+
+// Reads and checks the joint's inputs: encoder [B, T, J], predictor
+// [B, S + 1, J], weight [J, C], bias [C], symbols [B, S].
+template <typename T, typename TfL>
+absl::Status ReadJointInputs(OpKernelContext* ctx, JointActivation activation,
+                             Tensor* wide_weight, Tensor* wide_bias,
+                             JointInputs<T, typename StorageOf<TfL>::type>* in,
+                             const Tensor** symbols_out) {
+  const Tensor *encoder, *predictor, *weight, *bias, *symbols;
+  TF_RETURN_IF_ERROR(ctx->input("encoder", &encoder));
+  TF_RETURN_IF_ERROR(ctx->input("predictor", &predictor));
+  TF_RETURN_IF_ERROR(ctx->input("weight", &weight));
+  TF_RETURN_IF_ERROR(ctx->input("bias", &bias));
+  TF_RETURN_IF_ERROR(ctx->input("symbols", &symbols));
+  const auto shape = [](const Tensor* x) { return x->shape().DebugString(); };
+  if (encoder->dims() != 3 || predictor->dims() != 3 || weight->dims() != 2 ||
+      bias->dims() != 1 || symbols->dims() != 2) {
+    return InvalidArgument(
+        "encoder [B, T, J], predictor [B, S + 1, J], weight [J, C], bias [C] "
+        "and symbols [B, S] have the wrong ranks: encoder ",
+        shape(encoder), ", predictor ", shape(predictor), ", weight ",
+        shape(weight), ", bias ", shape(bias), ", symbols ", shape(symbols));
+  }
+  const int64_t B = encoder->dim_size(0), T_len = encoder->dim_size(1),
+                J = encoder->dim_size(2), S = symbols->dim_size(1),
+                C = weight->dim_size(1);
+  if (!(B > 0 && T_len > 0 && S > 0 && C > 0 && J > 0)) {
+    return InvalidArgument(
+        "B, T, S, J and C must be positive, got encoder [B, T, J] = ",
+        shape(encoder), ", symbols [B, S] = ", shape(symbols),
+        " and weight [J, C] = ", shape(weight));
+  }
+  if (predictor->shape() != TensorShape({B, S + 1, J})) {
+    return InvalidArgument("predictor must have shape [B, S + 1, J] = [", B,
+                           ", ", S + 1, ", ", J, "] to match encoder ",
+                           shape(encoder), " and symbols ", shape(symbols),
+                           ", got ", shape(predictor));
+  }
+  if (weight->dim_size(0) != J || bias->dim_size(0) != C ||
+      symbols->dim_size(0) != B) {
+    return InvalidArgument("weight must be [J, C] with J = ", J,
+                           " (from encoder), bias [C] and symbols [B, S] with "
+                           "B = ",
+                           B, "; got weight ", shape(weight), ", bias ",
+                           shape(bias), ", symbols ", shape(symbols));
+  }
+  in->B = B;
+  in->T_len = T_len;
+  in->S = S;
+  in->C = C;
+  in->J = J;
+  in->encoder = TensorData<TfL>(*encoder);
+  in->predictor = TensorData<TfL>(*predictor);
+  in->activation = activation;
+  TF_RETURN_IF_ERROR(
+      (WideData<T, TfL>(ctx, *weight, wide_weight, &in->weight)));
+  TF_RETURN_IF_ERROR((WideData<T, TfL>(ctx, *bias, wide_bias, &in->bias)));
+  *symbols_out = symbols;
+  return absl::OkStatus();
+}
+
+// The attributes both ops take.
+struct JointAttrs {
+  int blank;
+  RnntType type;
+  JointActivation activation;
+  float clamp, fastemit_lambda;
+
+  explicit JointAttrs(OpKernelConstruction* ctx) {
+    std::string type_name, activation_name;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type_name));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation_name));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("clamp", &clamp));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("fastemit_lambda", &fastemit_lambda));
+    type = ParseRnntType(type_name);
+    activation = ParseJointActivation(activation_name);
+  }
+};
+
+ThreadPool* Workers(OpKernelContext* ctx) {
+  return ctx->device()->tensorflow_cpu_worker_threads()->workers;
+}
+
+}  // namespace
+
+// Passes 1 and 2: the tiles' normalisers, px and py, then the recursion.
+template <typename TfL, typename Scalar>
+class RnntJointLossOp : public OpKernel {
+  using L = typename StorageOf<TfL>::type;
+
+ public:
+  explicit RnntJointLossOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), attrs_(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    JointInputs<Scalar, L> in;
+    Tensor wide_weight, wide_bias;
+    const Tensor *symbols, *boundary, *penalty;
+    OP_REQUIRES_OK(
+        ctx, (ReadJointInputs<Scalar, TfL>(ctx, attrs_.activation, &wide_weight,
+                                           &wide_bias, &in, &symbols)));
+    OP_REQUIRES_OK(ctx, ctx->input("boundary", &boundary));
+    OP_REQUIRES_OK(ctx, ctx->input("delay_penalty", &penalty));
+    const int64_t B = in.B, T = in.T_len, S = in.S, C = in.C;
+    OP_REQUIRES(ctx, penalty->dims() == 0,
+                InvalidArgument("delay_penalty must be a scalar, got shape ",
+                                penalty->shape().DebugString()));
+    const Scalar delay_penalty = penalty->scalar<Scalar>()();
+    OP_REQUIRES(
+        ctx, delay_penalty >= 0,
+        InvalidArgument("delay_penalty must be >= 0, got ", delay_penalty));
+    OP_REQUIRES(ctx, attrs_.blank >= 0 && attrs_.blank < C,
+                InvalidArgument("termination_symbol must lie in [0, C) with "
+                                "C = ",
+                                C, " (from weight), got ", attrs_.blank));
+    OP_REQUIRES(ctx, attrs_.type == RnntType::kRegular || T >= S,
+                InvalidArgument("modified and constrained RNN-T need T >= S, "
+                                "got T = ",
+                                T, ", S = ", S));
+    const int64_t* sym = symbols->flat<int64_t>().data();
+    OP_REQUIRES_OK(ctx, CheckSymbols(sym, B, S, C));
+    OP_REQUIRES_OK(ctx, CheckBoundary(*boundary, B, S, T));
+    const int64_t T1 = attrs_.type == RnntType::kRegular ? T + 1 : T;
+
+    Tensor *scores, *px_grad, *py_grad, *norms;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({B}), &scores));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(1, TensorShape({B, S, T1}), &px_grad));
+    OP_REQUIRES_OK(
+        ctx, ctx->allocate_output(2, TensorShape({B, S + 1, T}), &py_grad));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(3, TensorShape({B, T, S + 1}), &norms));
+    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
+    Tensor px, py;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, TensorShape({B, S, T1}), &px));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_temp(dt, TensorShape({B, S + 1, T}), &py));
+
+    RnntProblem<Scalar, Scalar> pr;
+    pr.B = B;
+    pr.T_len = T;
+    pr.S = S;
+    pr.C = C;
+    pr.R = S + 1;
+    pr.T1 = T1;
+    pr.logits = nullptr;  // each row comes from a tile (WriteRowOf)
+    pr.symbols = sym;
+    pr.ranges = nullptr;
+    pr.boundary = boundary->flat<int64_t>().data();
+    pr.px = px.flat<Scalar>().data();
+    pr.py = py.flat<Scalar>().data();
+    pr.norms = norms->flat<Scalar>().data();
+    pr.blank = attrs_.blank;
+    pr.type = attrs_.type;
+    pr.delay_penalty = delay_penalty;
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    std::fill(pr.px, pr.px + B * S * T1, kNegInf);
+    std::fill(pr.py, pr.py + B * (S + 1) * T, kNegInf);
+    std::fill(pr.norms, pr.norms + B * T * (S + 1), Scalar(0));
+
+    const std::vector<Tile> tiles = MakeTiles(pr.boundary, B);
+    const auto all = [](int64_t, int64_t) { return true; };
+    Workers(ctx)->ParallelFor(
+        tiles.size(),
+        ThreadPool::SchedulingParams::Adaptive(kTileRows * in.J * C * 2),
+        [&](int64_t begin, int64_t end) {
+          TileBuffers<Scalar> buf;
+          for (int64_t i = begin; i < end; ++i) {
+            const Tile& tile = tiles[i];
+            const int64_t rows = FormTile(in, tile, all, &buf);
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t t = buf.t[r], s = buf.s[r];
+              const Scalar* l = buf.logits.data() + r * C;
+              Scalar m, log_sum;
+              LogSumExpParts(l, C, &m, &log_sum);
+              pr.WriteRowOf(l, tile.b, t, (tile.b * T + t) * (S + 1) + s, s, m,
+                            log_sum);
+            }
+          }
+        });
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < S; ++s) pr.FinishPxRow(b, s);
+    }
+    std::vector<char> illegal;
+    OP_REQUIRES_OK(ctx, (RnntRecursion<functor::CpuDevice, Scalar>(
+                            ctx, B, S, T, T1, pr.px, pr.py, pr.boundary, scores,
+                            px_grad, py_grad, &illegal)));
+    for (int64_t b = 0; b < B; ++b) {
+      OP_REQUIRES(
+          ctx, !illegal[b],
+          InvalidArgument("encoder, predictor, weight and bias must be finite: "
+                          "sequence ",
+                          b, " has a NaN or infinite logit"));
+    }
+  }
+
+ private:
+  JointAttrs attrs_;
+};
+
+// Pass 3: the gradients of the four float inputs, tile by tile.
+template <typename TfL, typename Scalar>
+class RnntJointLossGradOp : public OpKernel {
+  using L = typename StorageOf<TfL>::type;
+
+ public:
+  explicit RnntJointLossGradOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), attrs_(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    JointInputs<Scalar, L> in;
+    Tensor wide_weight, wide_bias;
+    const Tensor* symbols;
+    OP_REQUIRES_OK(
+        ctx, (ReadJointInputs<Scalar, TfL>(ctx, attrs_.activation, &wide_weight,
+                                           &wide_bias, &in, &symbols)));
+    const Tensor *px_grad, *py_grad, *norms, *scale;
+    OP_REQUIRES_OK(ctx, ctx->input("px_grad", &px_grad));
+    OP_REQUIRES_OK(ctx, ctx->input("py_grad", &py_grad));
+    OP_REQUIRES_OK(ctx, ctx->input("normalizers", &norms));
+    OP_REQUIRES_OK(ctx, ctx->input("scale", &scale));
+    const int64_t B = in.B, T = in.T_len, S = in.S, C = in.C, J = in.J;
+    const bool regular = attrs_.type == RnntType::kRegular;
+    const int64_t T1 = regular ? T + 1 : T;
+    // Inputs come from the loss op; check them all the same.
+    OP_REQUIRES(ctx,
+                px_grad->shape() == TensorShape({B, S, T1}) &&
+                    py_grad->shape() == TensorShape({B, S + 1, T}) &&
+                    norms->shape() == TensorShape({B, T, S + 1}) &&
+                    scale->shape() == TensorShape({B}),
+                InvalidArgument("the joint RNN-T gradient op got inconsistent "
+                                "inputs: px_grad ",
+                                px_grad->shape().DebugString(), ", py_grad ",
+                                py_grad->shape().DebugString(),
+                                ", normalizers ", norms->shape().DebugString(),
+                                ", scale ", scale->shape().DebugString()));
+    OP_REQUIRES(ctx, attrs_.blank >= 0 && attrs_.blank < C,
+                InvalidArgument("termination_symbol must lie in [0, C)"));
+    const int64_t* sym = symbols->flat<int64_t>().data();
+    OP_REQUIRES_OK(ctx, CheckSymbols(sym, B, S, C));
+
+    Tensor* outputs[4];
+    const TensorShape shapes[4] = {TensorShape({B, T, J}),
+                                   TensorShape({B, S + 1, J}),
+                                   TensorShape({J, C}), TensorShape({C})};
+    for (int i = 0; i < 4; ++i) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, shapes[i], &outputs[i]));
+    }
+    const Scalar* pxg = px_grad->flat<Scalar>().data();
+    const Scalar* pyg = py_grad->flat<Scalar>().data();
+    const Scalar* n = norms->flat<Scalar>().data();
+    const Scalar* d = scale->flat<Scalar>().data();
+    const Scalar emit = Scalar(1) + Scalar(attrs_.fastemit_lambda);
+    const Scalar clamp = Scalar(attrs_.clamp);
+    const bool constrained = attrs_.type == RnntType::kConstrained;
+    const auto row_gradient = [&](int64_t b, int64_t t, int64_t s) {
+      return RnntGradientRow<Scalar>::Of(pxg, pyg, b, t, s, S, T, T1,
+                                         constrained, emit, clamp, d[b]);
+    };
+
+    // Tiles over the whole grid: the gradient is zero outside a sequence's
+    // boundary (no path uses those cells) and FormTile skips such cells.
+    std::vector<int64_t> grid(4 * B);
+    for (int64_t b = 0; b < B; ++b) {
+      grid[4 * b] = 0;
+      grid[4 * b + 1] = 0;
+      grid[4 * b + 2] = S;
+      grid[4 * b + 3] = T;
+    }
+    const std::vector<Tile> tiles = MakeTiles(grid.data(), B);
+    const int64_t shards = std::max<int64_t>(
+        1, std::min<int64_t>(tiles.size(), Workers(ctx)->NumThreads()));
+    // Per shard: dW [J, C], dc [C], dp [B, S + 1, J]; de [B, T, J] is one
+    // buffer (each frame belongs to one tile).
+    const int64_t per_shard = J * C + C + B * (S + 1) * J;
+    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
+    // W^T [C, J], once: the products dh = G W^T then read it row by row.
+    Tensor weight_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, TensorShape({C, J}), &weight_t));
+    Scalar* wt = weight_t.flat<Scalar>().data();
+    for (int64_t j = 0; j < J; ++j) {
+      for (int64_t c = 0; c < C; ++c) wt[c * J + j] = in.weight[j * C + c];
+    }
+    Tensor sums, d_encoder;
+    OP_REQUIRES_OK(
+        ctx, ctx->allocate_temp(dt, TensorShape({shards * per_shard}), &sums));
+    OP_REQUIRES_OK(
+        ctx, ctx->allocate_temp(dt, TensorShape({B * T * J}), &d_encoder));
+    Scalar* acc = sums.flat<Scalar>().data();
+    Scalar* de = d_encoder.flat<Scalar>().data();
+    std::fill(acc, acc + shards * per_shard, Scalar(0));
+    std::fill(de, de + B * T * J, Scalar(0));
+
+    const auto shard_work = [&](int64_t shard) {
+      Scalar* dw = acc + shard * per_shard;
+      Scalar* dc = dw + J * C;
+      Scalar* dp = dc + C;
+      TileBuffers<Scalar> buf;
+      const int64_t first = tiles.size() * shard / shards;
+      const int64_t last = tiles.size() * (shard + 1) / shards;
+      for (int64_t i = first; i < last; ++i) {
+        const Tile& tile = tiles[i];
+        const int64_t b = tile.b;
+        const auto used = [&](int64_t t, int64_t s) {
+          const auto g = row_gradient(b, t, s);
+          return g.gx + g.gy != Scalar(0);
+        };
+        const int64_t rows = FormTile(in, tile, used, &buf);
+        if (rows == 0) continue;
+        // l -> G in place (rnnt_loss_op.cc's pass 3 on each row).
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t t = buf.t[r], s = buf.s[r];
+          const auto g = row_gradient(b, t, s);
+          Scalar* l = buf.logits.data() + r * C;
+          ScaledNegativeSoftmax(l, C, n[(b * T + t) * (S + 1) + s], g.gx + g.gy,
+                                l);
+          if (s < S) l[sym[b * S + s]] += g.gx;
+          l[attrs_.blank] += g.gy;
+          if (clamp > 0) {
+            for (int64_t c = 0; c < C; ++c) l[c] = g.Clamped(l[c], clamp);
+          }
+          for (int64_t c = 0; c < C; ++c) dc[c] += l[c];
+        }
+        const Scalar* G = buf.logits.data();
+        tile_gemm::Gemm(J, C, rows, tile_gemm::Transposed(buf.hidden.data(), J),
+                        tile_gemm::RowMajor(G, C), dw, C, /*accumulate=*/true);
+        buf.d_hidden.resize(rows * J);
+        tile_gemm::Gemm(rows, J, C, tile_gemm::RowMajor(G, C),
+                        tile_gemm::RowMajor<Scalar>(wt, J), buf.d_hidden.data(),
+                        J, /*accumulate=*/false);
+        ThroughActivation(in.activation, buf.hidden.data(), buf.d_hidden.data(),
+                          rows * J);
+        for (int64_t r = 0; r < rows; ++r) {
+          const Scalar* da = buf.d_hidden.data() + r * J;
+          Scalar* de_row = de + (b * T + buf.t[r]) * J;
+          Scalar* dp_row = dp + (b * (S + 1) + buf.s[r]) * J;
+          for (int64_t j = 0; j < J; ++j) {
+            de_row[j] += da[j];
+            dp_row[j] += da[j];
+          }
+        }
+      }
+    };
+    Workers(ctx)->ParallelFor(
+        shards,
+        ThreadPool::SchedulingParams(
+            ThreadPool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t shard = begin; shard < end; ++shard) shard_work(shard);
+        });
+
+    // The shards' sums into the outputs, in the inputs' type.
+    const auto write = [&](Tensor* out, const Scalar* first, int64_t size,
+                           int64_t stride, int64_t count) {
+      L* dst = const_cast<L*>(TensorData<TfL>(*out));
+      for (int64_t k = 0; k < size; ++k) {
+        Scalar total = first[k];
+        for (int64_t i = 1; i < count; ++i) total += first[i * stride + k];
+        dst[k] = Narrow<L>(total);
+      }
+    };
+    write(outputs[0], de, B * T * J, 0, 1);
+    write(outputs[1], acc + J * C + C, B * (S + 1) * J, per_shard, shards);
+    write(outputs[2], acc, J * C, per_shard, shards);
+    write(outputs[3], acc + J * C, C, per_shard, shards);
+  }
+
+ private:
+  JointAttrs attrs_;
+};
+
+// Inputs of type TL with the maths in T: (half, float), (bfloat16, float),
+// (float, float), (double, double).
+#define TF_TRANSDUCER_REGISTER_JOINT(TL, T)                     \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntJointLoss")     \
+                              .Device(DEVICE_CPU)               \
+                              .TypeConstraint<TL>("T")          \
+                              .TypeConstraint<T>("Tacc"),       \
+                          RnntJointLossOp<TL, T>);              \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntJointLossGrad") \
+                              .Device(DEVICE_CPU)               \
+                              .TypeConstraint<TL>("T")          \
+                              .TypeConstraint<T>("Tacc"),       \
+                          RnntJointLossGradOp<TL, T>)
+
+TF_TRANSDUCER_REGISTER_JOINT(Eigen::half, float);
+TF_TRANSDUCER_REGISTER_JOINT(tensorflow::bfloat16, float);
+TF_TRANSDUCER_REGISTER_JOINT(float, float);
+TF_TRANSDUCER_REGISTER_JOINT(double, double);
+#undef TF_TRANSDUCER_REGISTER_JOINT
+
+}  // namespace tf_transducer
