@@ -1120,6 +1120,61 @@ def input_cases(rng, i):
     )  # fmt: skip
 
 
+def fused_loss_cases(rng, i):
+    """FusedRnntLoss: the joiner's projections and the joiner, through Keras."""
+    B, T, S, J, C = 2, int(rng.integers(3, 8)), 3, 3, 5
+    frames = np.array([T, int(rng.integers(1, T + 1))], np.int32)
+    labels = np.array([[1, 2, 3], [4, 2, -1]], np.int32)
+    encoder = rng.normal(size=(B, T, J)).astype(np.float32)
+    decoder = rng.normal(size=(B, S + 1, J)).astype(np.float32)
+    joiner = tt.layers.TransducerJoiner(C, J)
+    joiner.build((None, J), (None, J))
+    kernel, bias = (np.asarray(w, np.float64) for w in joiner.output_weights())
+    y_pred = dict(encoder=encoder, decoder=decoder, joiner=joiner,
+                  logit_lengths=frames)  # fmt: skip
+    call = tt.FusedRnntLoss(reduction="none")
+    kinds = ["legal", "mask", "middle_padding", "label_C", "weights", "rows",
+             "width", "joiner", "mask_hole", "long_frames"]  # fmt: skip
+    kind = kinds[i % len(kinds)]
+    if kind in ("legal", "mask"):
+        hidden = np.tanh(encoder[:, :, None].astype(np.float64) + decoder[:, None])
+        boundary = [[0, 0, 3, frames[0]], [0, 0, 2, frames[1]]]
+        want = rnnt_loss_reference(
+            hidden @ kernel + bias, np.maximum(labels, 0), 0, boundary
+        )
+        if kind == "mask":
+            masked = tf.convert_to_tensor(encoder)
+            masked._keras_mask = tf.sequence_mask(frames, T)
+            y_pred = dict(encoder=masked, decoder=decoder, joiner=joiner)
+        return Case(kind, lambda: call(labels, y_pred), check=close(want))
+    if kind == "middle_padding":
+        return Case(kind, lambda: call([[1, -1, 2], [1, 2, 3]], y_pred), False,
+                    ["y_true"])  # fmt: skip
+    if kind == "label_C":
+        return Case(kind, lambda: call([[1, C, 2], [1, 2, 3]], y_pred), False,
+                    ["y_true"])  # fmt: skip
+    if kind == "weights":
+        return Case(kind, lambda: call(labels, y_pred, sample_weight=[1.0, 2, 3]),
+                    False, ["sample_weight"])  # fmt: skip
+    if kind == "rows":  # S + 2 decoder rows for S labels
+        more = np.concatenate([decoder, decoder[:, :1]], axis=1)
+        return Case(kind, lambda: call(labels, dict(y_pred, decoder=more)), False,
+                    ['y_pred["decoder"]'])  # fmt: skip
+    if kind == "width":
+        return Case(kind, lambda: call(labels, dict(y_pred, decoder=decoder[..., :2])),
+                    False, ['y_pred["decoder"]'])  # fmt: skip
+    if kind == "joiner":
+        return Case(kind, lambda: call(labels, dict(y_pred, joiner=joiner.joint)),
+                    False, ['y_pred["joiner"]'])  # fmt: skip
+    if kind == "mask_hole":
+        holed = tf.convert_to_tensor(encoder)
+        holed._keras_mask = tf.constant([[True, False] + [True] * (T - 2)] * B)
+        return Case(kind, lambda: call(labels, dict(encoder=holed, decoder=decoder,
+                    joiner=joiner)), False, ['y_pred["encoder"]'])  # fmt: skip
+    return Case(kind, lambda: call(labels, dict(y_pred, logit_lengths=frames + 1)),
+                False, ["logit_lengths"])  # fmt: skip
+
+
 FAMILIES = {
     "edges": edge_cases,
     "augment": augment_cases,
@@ -1133,6 +1188,7 @@ FAMILIES = {
     "lattice": lattice_cases,
     "train_loop": train_loop_cases,
     "inputs": input_cases,
+    "fused_loss": fused_loss_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

@@ -28,6 +28,7 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
     "lattice": 80,
     "train_loop": 10,
     "inputs": 32,
+    "fused_loss": 20,
 }
 
 

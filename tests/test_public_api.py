@@ -216,6 +216,16 @@ def pruned_call(loss, y_true, am, lm, encoder, decoder, lengths):
     return loss(y_true, y_pred)
 
 
+FUSED_JOINER = tt.layers.TransducerJoiner(V, 3)
+FUSED_JOINER.build((None, 3), (None, 3))
+
+
+def fused_call(loss, y_true, encoder, decoder, lengths):
+    y_pred = dict(encoder=encoder, decoder=decoder, joiner=FUSED_JOINER,
+                  logit_lengths=lengths)  # fmt: skip
+    return loss(y_true, y_pred)
+
+
 LATTICE = LAYERS["RecognitionLattice"]["make"]()
 
 
@@ -261,6 +271,34 @@ LOSSES = {
         # more frames (am and encoder), holding garbage
         padding=Padding(1, 5, lambda out: [(out, None)], also=((3, 1, None),)),
         atol=1e-4,
+    ),
+    "FusedRnntLoss": dict(
+        make=tt.FusedRnntLoss,
+        inputs=(
+            LABELS,
+            RNG.normal(size=(2, 7, 3)).astype(np.float32),
+            RNG.normal(size=(2, 4, 3)).astype(np.float32),
+            np.array([7, 5], np.int32),
+        ),
+        call=fused_call,
+        # more frames, holding garbage
+        padding=Padding(1, 3, lambda out: [(out, None)]),
+    ),
+    "FusedRnntLoss/modified+fastemit": dict(
+        make=lambda **kw: tt.FusedRnntLoss(
+            rnnt_type="modified", fastemit_lambda=0.1, delay_penalty=0.01, **kw
+        ),  # fmt: skip
+        inputs=(
+            LABELS,
+            RNG.normal(size=(2, 7, 3)).astype(np.float32),
+            RNG.normal(size=(2, 4, 3)).astype(np.float32),
+            np.array([7, 5], np.int32),
+        ),
+        call=fused_call,
+        # more label padding, with its decoder rows holding garbage
+        padding=Padding(
+            0, None, lambda out: [(out, None)], int_fill=-1, also=((2, 1, None),)
+        ),
     ),
     "RecognitionLatticeLoss": dict(
         make=tt.RecognitionLatticeLoss,
@@ -315,6 +353,10 @@ MODELS = {
         loss=tt.RnntLoss,
         predict=lambda m, x: m(x, training=False),
         padding=Padding(0, 1, lambda out: [(out["encoder"], out["lengths"])]),
+    ),
+    "Transducer/fused": dict(
+        make=transducer,
+        loss=tt.FusedRnntLoss,
     ),
     "Transducer/pruned": dict(
         make=lambda: transducer(predictor="stateless"),

@@ -161,6 +161,21 @@ def test_pruned_loss_trains_from_the_command_line(tmp_path):
     assert "nan" not in result.stdout.split("training stopped")[0].lower()
 
 
+def test_fused_loss_trains_from_the_command_line(tmp_path):
+    import keras
+
+    from tf_transducer.losses import FusedRnntLoss
+
+    run_dir = tmp_path / "r"
+    result = ok(run("train", loss="fused", epochs=1, checkpoint_dir=run_dir, **SMALL))
+    assert "Gradients do not exist" not in result.stderr
+    assert "nan" not in result.stdout.split("training stopped")[0].lower()
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["config"]["training"]["loss"] == "fused"
+    model = keras.models.load_model(run_dir / "best.keras")
+    assert isinstance(model.loss, FusedRnntLoss)
+
+
 class Interrupt(Exception):
     pass
 

@@ -65,7 +65,14 @@ flag_group("training")
 define("integer", "train_batch_size", 16, "Training batch size.", lower_bound=1)
 define("integer", "epochs", 50, "Training epochs.", lower_bound=1)
 define("float", "learning_rate", 0.004, "Peak Adam learning rate (cosine decay).")
-define("enum", "loss", "full", ["full", "pruned"], "RnntLoss or PrunedRnntLoss.")
+define(
+    "enum",
+    "loss",
+    "full",
+    list(recipe.LOSSES),
+    "RnntLoss (full), FusedRnntLoss (fused: the full loss without storing the "
+    "joiner's logits, for large vocabularies) or PrunedRnntLoss (pruned).",
+)
 define(
     "string",
     "transducer_augment",

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Transducer: an RNN-T model for model.compile(loss=RnntLoss() or PrunedRnntLoss())."""
+"""Transducer: an RNN-T model for RnntLoss, FusedRnntLoss or PrunedRnntLoss."""
 
 import keras
 import tensorflow as tf
@@ -12,7 +12,7 @@ from tf_transducer.layers import (
     TransducerEncoder,
     TransducerJoiner,
 )
-from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
 from tf_transducer.models._inputs import (
     optimizer_step,
     plus_added_losses,
@@ -27,13 +27,15 @@ class Transducer(keras.Model):
     features (or audio, with `features` set) -> [global normalisation] ->
     [SpecAugment, in training] -> TransducerEncoder -> per frame;
     [blank] + labels -> PredictionNetwork -> per label; TransducerJoiner on
-    every (frame, label) pair (RnntLoss) or on the pruned ones
-    (PrunedRnntLoss, which also trains the linear "simple" projections).
+    every (frame, label) pair (RnntLoss; FusedRnntLoss computes the same loss
+    without ever storing the logits) or on the pruned ones (PrunedRnntLoss,
+    which also trains the linear "simple" projections).
 
     `model(inputs)` returns {"encoder": [B, T', H], "lengths": [B]}; the loss
     is computed in `compute_loss` from those and the labels y [B, S] (padded
-    with -1), so `compile(loss=RnntLoss())` / `compile(loss=PrunedRnntLoss())`
-    and `fit(dataset of ((features, lengths), labels))` just work.
+    with -1), so `compile(loss=RnntLoss())` (or `FusedRnntLoss()`,
+    `PrunedRnntLoss()`) and `fit(dataset of ((features, lengths), labels))`
+    just work.
 
     Args:
       vocab_size: classes including the blank (0).
@@ -120,11 +122,20 @@ class Transducer(keras.Model):
     def compile(self, *args, **kwargs):
         """keras.Model.compile; the simple projections train only with PrunedRnntLoss.
 
-        The full loss does not use them.
+        The full losses (RnntLoss, FusedRnntLoss) do not use them.
         """
         super().compile(*args, **kwargs)
         pruned = isinstance(self.loss, PrunedRnntLoss)
         self.simple_am.trainable = self.simple_lm.trainable = pruned
+
+    def compile_from_config(self, config):
+        """Compiles a loaded model as it was saved, loss and optimizer included.
+
+        (Keras skips this for models that override `compile`.)
+        """
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:  # its variables, for the saved optimizer state
+            self.optimizer.build(self.trainable_variables)
 
     def _split(self, inputs):
         return split_inputs(inputs, "audio" if self.feature_layer else "features")
@@ -154,12 +165,12 @@ class Transducer(keras.Model):
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
     ):
-        """The compiled RnntLoss / PrunedRnntLoss of labels y given y_pred."""
+        """The compiled RnntLoss / FusedRnntLoss / PrunedRnntLoss of labels y."""
         loss_fn = self.loss
-        if not isinstance(loss_fn, (RnntLoss, PrunedRnntLoss)):
+        if not isinstance(loss_fn, (RnntLoss, FusedRnntLoss, PrunedRnntLoss)):
             raise ValueError(
-                "compile the Transducer with loss=RnntLoss(...) or "
-                f"PrunedRnntLoss(...), got {loss_fn!r}"
+                "compile the Transducer with loss=RnntLoss(...), FusedRnntLoss(...) "
+                f"or PrunedRnntLoss(...), got {loss_fn!r}"
             )
         labels = tf.cast(y, tf.int32)
         context = tf.concat(
@@ -176,6 +187,17 @@ class Transducer(keras.Model):
                     encoder=self.joiner.project_encoder(encoded),
                     decoder=self.joiner.project_decoder(decoded),
                     joiner=self.joiner.joint,
+                    logit_lengths=lengths,
+                ),
+                sample_weight,
+            )
+        elif isinstance(loss_fn, FusedRnntLoss):
+            loss = loss_fn(
+                y,
+                dict(
+                    encoder=self.joiner.project_encoder(encoded),
+                    decoder=self.joiner.project_decoder(decoded),
+                    joiner=self.joiner,
                     logit_lengths=lengths,
                 ),
                 sample_weight,

@@ -48,6 +48,9 @@ AUGMENT_DEFAULT = dict(
     time_warp_max_ratio=0.1,
 )
 TEXT_ENCODERS = ("chars", "words", "subwords")
+# The `loss` argument: RnntLoss, FusedRnntLoss (the same loss, its logits
+# never stored) or PrunedRnntLoss.
+LOSSES = ("full", "fused", "pruned")
 # Waveform augmentation of the training audio: `WaveAugment`'s parameters
 # and "babble" (mix in babble made of 64 training utterances).
 WAVE_AUGMENT_DEFAULT = dict(
@@ -260,7 +263,8 @@ def train(
       epochs: epochs to train.
       batch_size: the global batch size (over every replica).
       learning_rate: the peak of a cosine decay.
-      loss: "full" (RnntLoss) or "pruned" (PrunedRnntLoss).
+      loss: "full" (RnntLoss), "fused" (FusedRnntLoss: the same loss without
+        storing the joiner's logits) or "pruned" (PrunedRnntLoss).
       encoder_units: the model's encoder LSTM units.
       encoder_layers: the model's encoder LSTM layers.
       stack: input frames per encoder output frame (subsampling).
@@ -285,11 +289,11 @@ def train(
     """
     from tf_transducer.layers import SpecAugment
     from tf_transducer.layers.spec_augment import PRESETS
-    from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+    from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
     from tf_transducer.models import Transducer
 
-    if loss not in ("full", "pruned"):
-        raise ValueError(f'loss must be "full" or "pruned", got {loss!r}')
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     check_verbose(verbose)
     strategy = strategy or strategy_from_environment(distribution)
     chief = is_chief(strategy)
@@ -380,7 +384,11 @@ def train(
         schedule = keras.optimizers.schedules.CosineDecay(
             learning_rate, epochs * steps, alpha=0.05
         )
-        loss_fn = PrunedRnntLoss(s_range=4) if loss == "pruned" else RnntLoss()
+        loss_fn = {
+            "full": RnntLoss,
+            "fused": FusedRnntLoss,
+            "pruned": lambda: PrunedRnntLoss(s_range=4),
+        }[loss]()
         model.compile(
             optimizer=keras.optimizers.Adam(schedule, clipnorm=5.0), loss=loss_fn
         )
