@@ -61,7 +61,7 @@ namespace {
 
 // Cells per tile: enough rows for the products to run at full speed, few
 // enough that a tile's h and l stay small (kTileRows x (J + C) values).
-constexpr int64_t kTileRows = 192;
+constexpr int64_t kTileRows = 384;
 
 // Frames [t0, t1) of sequence b, rows s_begin ..= s_end of each.
 struct Tile {
@@ -75,7 +75,9 @@ std::vector<Tile> MakeTiles(const int64_t* boundary, int64_t B) {
   for (int64_t b = 0; b < B; ++b) {
     const int64_t* bnd = boundary + 4 * b;
     const int64_t width = bnd[2] - bnd[0] + 1;
-    const int64_t frames = std::max<int64_t>(1, kTileRows / width);
+    // The nearest whole number of frames (at least one).
+    const int64_t frames =
+        std::max<int64_t>(1, (kTileRows + width / 2) / width);
     for (int64_t t = bnd[1]; t < bnd[3]; t += frames) {
       tiles.push_back({b, t, std::min(t + frames, bnd[3]), bnd[0], bnd[2]});
     }

@@ -192,3 +192,15 @@ def test_bad_inputs_are_named(change, message):
     args.update(change)
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match=message):
         rnnt_loss_joint(**args)
+
+
+def test_many_tiles_per_sequence():
+    # About 384 cells make a tile: 200 frames of 4 rows are three tiles per
+    # sequence, spread over the threads' shards.
+    rng = np.random.default_rng(9)
+    inputs = problem(rng, B=2, T=200, S=3, J=4, C=5)
+    symbols = rng.integers(0, 5, (2, 3))
+    options = dict(logit_lengths=[200, 150], label_lengths=[3, 2])
+    got = losses_and_grads(fused, inputs, symbols, "tanh", [1.0, 0.5], **options)
+    want = losses_and_grads(unfused, inputs, symbols, "tanh", [1.0, 0.5], **options)
+    assert_same(got, want, 1e-10)
