@@ -8,32 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.ops.test_rnnt_joint import ACTIVATIONS, TYPES, problem, unfused
 from tf_transducer.ops import rnnt, rnnt_joint, rnnt_joint_tf
 from tf_transducer.ops.rnnt_joint import rnnt_loss_joint
 from tf_transducer.ops.rnnt_joint_tf import chunk_frames, joint_scores_tf
 
-TYPES = ["regular", "modified", "constrained"]
-ACTIVATIONS = {"tanh": tf.tanh, "relu": tf.nn.relu, "identity": tf.identity}
 # Padded batches: a sequence with no labels, one with a single frame.
 LENGTHS = dict(logit_lengths=[7, 5, 1], label_lengths=[4, 2, 0])
 WEIGHTS = [1.0, 2.0, -0.5]  # d loss / d per-utterance loss
-
-
-def problem(rng, dtype=np.float64, B=3, T=7, S=4, J=5, C=6):
-    """encoder [B, T, J], predictor [B, S + 1, J], weight [J, C], bias [C]."""
-    return dict(
-        encoder=tf.constant(rng.normal(size=(B, T, J)), dtype),
-        predictor=tf.constant(rng.normal(size=(B, S + 1, J)), dtype),
-        weight=tf.constant(rng.normal(size=(J, C)), dtype),
-        bias=tf.constant(rng.normal(size=(C,)), dtype),
-    )
-
-
-def unfused(encoder, predictor, weight, bias, symbols, activation, **options):
-    """The joiner's logits [B, T, S + 1, C] in plain TF, then rnnt_loss."""
-    hidden = ACTIVATIONS[activation](encoder[:, :, None] + predictor[:, None])
-    logits = tf.einsum("btsj,jc->btsc", hidden, weight) + bias
-    return rnnt.rnnt_loss(logits, symbols, 0, reduction="none", **options)
 
 
 def op_path(**kwargs):
