@@ -209,7 +209,10 @@ class _LabelSequenceLoss(keras.losses.Loss):
 
 
 class _TransducerLoss(_LabelSequenceLoss):
-    """Shared by the transducer losses: blank, rnnt_type and delay_penalty."""
+    """Shared by the transducer losses: blank, rnnt_type, delay_penalty, clamp.
+
+    Also fastemit_lambda; clamp and fastemit_lambda act on the gradient.
+    """
 
     def __init__(
         self,
@@ -220,6 +223,8 @@ class _TransducerLoss(_LabelSequenceLoss):
         reduction: str | None,
         name: str,
         dtype: str | keras.DTypePolicy | None,
+        clamp: float = -1.0,
+        fastemit_lambda: float = 0.0,
     ) -> None:
         super().__init__(pad_id, reduction, name, dtype)
         _check_blank(blank, pad_id)
@@ -230,11 +235,19 @@ class _TransducerLoss(_LabelSequenceLoss):
         self.blank = blank
         self.rnnt_type = rnnt_type
         self.delay_penalty = real_number("delay_penalty", delay_penalty, minimum=0.0)
+        self.clamp = clamp_value(clamp)
+        self.fastemit_lambda = real_number(
+            "fastemit_lambda", fastemit_lambda, minimum=0.0
+        )
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
-            blank=self.blank, rnnt_type=self.rnnt_type, delay_penalty=self.delay_penalty
+            blank=self.blank,
+            rnnt_type=self.rnnt_type,
+            delay_penalty=self.delay_penalty,
+            clamp=self.clamp,
+            fastemit_lambda=self.fastemit_lambda,
         )
         return config
 
@@ -393,11 +406,15 @@ class RnntLoss(_TransducerLoss):
         dtype: str | keras.DTypePolicy | None = None,
     ) -> None:
         super().__init__(
-            blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
-        )
-        self.clamp = clamp_value(clamp)
-        self.fastemit_lambda = real_number(
-            "fastemit_lambda", fastemit_lambda, minimum=0.0
+            blank,
+            rnnt_type,
+            delay_penalty,
+            pad_id,
+            reduction,
+            name,
+            dtype,
+            clamp,
+            fastemit_lambda,
         )
 
     def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
@@ -438,11 +455,6 @@ class RnntLoss(_TransducerLoss):
             clamp=self.clamp,
             fastemit_lambda=self.fastemit_lambda,
         )
-
-    def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        config.update(clamp=self.clamp, fastemit_lambda=self.fastemit_lambda)
-        return config
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -524,7 +536,15 @@ class PrunedRnntLoss(_TransducerLoss):
         dtype: str | keras.DTypePolicy | None = None,
     ) -> None:
         super().__init__(
-            blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
+            blank,
+            rnnt_type,
+            delay_penalty,
+            pad_id,
+            reduction,
+            name,
+            dtype,
+            clamp,
+            fastemit_lambda,
         )
         least = 2 if rnnt_type == "regular" else 1
         if not isinstance(s_range, int) or s_range < least:
@@ -546,10 +566,6 @@ class PrunedRnntLoss(_TransducerLoss):
                 "lm_only_scale + am_only_scale must be < 1, got "
                 f"{lm_only_scale} + {am_only_scale}"
             )
-        self.clamp = clamp_value(clamp)
-        self.fastemit_lambda = real_number(
-            "fastemit_lambda", fastemit_lambda, minimum=0.0
-        )
 
     def components(
         self, y_true: TensorLike, y_pred: Mapping[str, Any]
@@ -638,8 +654,6 @@ class PrunedRnntLoss(_TransducerLoss):
             pruned_loss_scale=self.pruned_loss_scale,
             lm_only_scale=self.lm_only_scale,
             am_only_scale=self.am_only_scale,
-            clamp=self.clamp,
-            fastemit_lambda=self.fastemit_lambda,
         )
         return config
 
@@ -710,11 +724,15 @@ class FusedRnntLoss(_TransducerLoss):
         dtype: str | keras.DTypePolicy | None = None,
     ) -> None:
         super().__init__(
-            blank, rnnt_type, delay_penalty, pad_id, reduction, name, dtype
-        )
-        self.clamp = clamp_value(clamp)
-        self.fastemit_lambda = real_number(
-            "fastemit_lambda", fastemit_lambda, minimum=0.0
+            blank,
+            rnnt_type,
+            delay_penalty,
+            pad_id,
+            reduction,
+            name,
+            dtype,
+            clamp,
+            fastemit_lambda,
         )
 
     def _joiner_parameters(self, joiner: Any) -> tuple[Any, Any, str]:
@@ -814,11 +832,6 @@ class FusedRnntLoss(_TransducerLoss):
             clamp=self.clamp,
             fastemit_lambda=self.fastemit_lambda,
         )
-
-    def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        config.update(clamp=self.clamp, fastemit_lambda=self.fastemit_lambda)
-        return config
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
