@@ -12,9 +12,9 @@ IMPLS = {
 def loss_function(impl, labels):
     """logits -> scalar loss of one of IMPLS, for labels [B, U]."""
     import tensorflow as tf
-    from pure_tf_rnnt import pure_tf_rnnt_loss
 
     import tf_transducer as tt
+    from benchmarks.pure_tf_rnnt import pure_tf_rnnt_loss
 
     return {
         "fused": lambda x: tt.rnnt_loss(x, labels, 0),
