@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The demo transducer: training step with the full vs the pruned loss, and the
+"""The demo transducer: training step with the full, fused and pruned losses, and the
 real-time factor of its quantised streaming TFLite programs.
 
   * side by side (benchmarks/_harness.py), 2 threads: one training step
     (forward, loss, backward, Adam) of the demo's model (40 log-mels at
     8 kHz, 2 x 256 LSTM encoder stacking 3 frames, stateless prediction
     network, 128 joiner, 12 word classes) on the same batch of 16 digit
-    utterances, with RnntLoss and with PrunedRnntLoss(s_range=4);
+    utterances, with RnntLoss, FusedRnntLoss (the joiner inside the loss)
+    and PrunedRnntLoss(s_range=4);
   * streaming: TransducerStream(num_threads=1) of a dynamic-range export in a process
     pinned to one core over the 54 test utterances in 200 ms chunks (the
     demo's export in --export_dir if present, else an untrained model of the
@@ -68,7 +69,7 @@ def serve_step(loss_name):
 
     import tf_transducer as tt
     from tf_transducer.data.corpora import manifest
-    from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+    from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
 
     encoder, features = _digits(tf)
     data = tt.SpeechDataset(manifest("digits_train"), encoder, 8000, features)
@@ -76,7 +77,11 @@ def serve_step(loss_name):
     x, y = (batch["features"], batch["feature_length"]), batch["labels"]
     keras.utils.set_random_seed(0)
     model = _demo_model(encoder.vocab_size)
-    loss = RnntLoss() if loss_name == "full" else PrunedRnntLoss(s_range=4)
+    loss = {
+        "full": RnntLoss,
+        "fused": FusedRnntLoss,
+        "pruned": lambda: PrunedRnntLoss(s_range=4),
+    }[loss_name]()
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     model.train_on_batch(x, y)
     _harness.serve(lambda: model.train_on_batch(x, y))
@@ -111,7 +116,7 @@ def main(argv):
 
     commands = {
         name: [*_harness.self_command(__spec__), f"--worker=step,{name}"]
-        for name in ("full", "pruned")
+        for name in ("full", "fused", "pruned")
     }
     seconds, _ = _harness.run_interleaved(commands, ROUNDS.value)
     export_dir, note = EXPORT_DIR.value, "the demo's trained export"
@@ -144,6 +149,8 @@ def main(argv):
     print("| what | measured | goal |")
     print("| --- | --- | --- |")
     print(f"| training step, RnntLoss | {seconds['full'] * 1e3:.1f} ms | |")
+    print(f"| training step, FusedRnntLoss | {seconds['fused'] * 1e3:.1f} ms | |")
+    print(f"| fused / full | {seconds['fused'] / seconds['full']:.2f} | <= 1.0 |")
     print(
         "| training step, PrunedRnntLoss(s_range=4) | "
         f"{seconds['pruned'] * 1e3:.1f} ms | |"

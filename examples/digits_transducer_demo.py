@@ -2,8 +2,9 @@
 """`make demo`: a streaming RNN-T transducer for spoken digits, end to end.
 
 1. Train a small transducer (log-mel -> 2-layer LSTM encoder, stateless
-   prediction network, joiner; RnntLoss; whole words with a delimiter class
-   between them) on the bundled
+   prediction network, joiner; FusedRnntLoss: the RNN-T loss with the
+   joiner inside it, its logits never stored; whole words with a delimiter
+   class between them) on the bundled
    spoken-digits corpus: 520 utterances of 76 synthetic voices (a quarter
    read one word at a time). After 10 epochs on clean audio, each epoch is
    augmented afresh (speed 0.9 / 1.0 / 1.1, pitch, tempo, reverberation,
@@ -38,6 +39,9 @@ from tf_transducer.training import transducer_recipe as recipe  # noqa: E402
 
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/digits_demo", "Outputs.")
 EPOCHS = flags.DEFINE_integer("demo_epochs", 72, "Training epochs.", lower_bound=1)
+LOSS = flags.DEFINE_enum(
+    "demo_loss", "fused", list(recipe.LOSSES), "The RNN-T loss (see recipe.train)."
+)
 WAVE_AUGMENT = flags.DEFINE_enum(
     "demo_wave_augment", "default", ["default", "none"], "Waveform augmentation."
 )
@@ -76,6 +80,9 @@ def main(argv):
         sample_rate=SAMPLE_RATE,
         n_mels=N_MELS,
         epochs=EPOCHS.value,
+        # The same loss as "full", a step no slower (BENCHMARKS.md, "RNN-T
+        # transducer and the demo"), without the [B, T, U + 1, V] logits.
+        loss=LOSS.value,
         # 4 frames per encoder step (40 ms): a step costs 152 ms against
         # 198 ms at 3, which pays for 72 epochs instead of 64 in about the
         # same time (BENCHMARKS.md, "Real speech").
