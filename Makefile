@@ -87,7 +87,7 @@ gpu-check: $(GPU_HARNESS)
 	if python3 -c "import torch, torchaudio" 2>/dev/null; then \
 	  python3 -m benchmarks.bench_gpu --harness $(GPU_HARNESS); \
 	else echo "torch/torchaudio not found: timing ours only"; \
-	  $(GPU_HARNESS) bench; fi
+	  $(GPU_HARNESS) bench; $(GPU_HARNESS) bench-joint; fi
 
 # The source archive and a manylinux wheel under dist/ (the wheel built from
 # the unpacked archive, as an index would), each installed into a clean venv

@@ -30,7 +30,11 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 SOURCES = sorted(glob.glob(os.path.join("cc", "**", "*.cc"), recursive=True))
-CUDA_SOURCES = sorted(glob.glob(os.path.join("cc", "**", "*.cu"), recursive=True))
+# The kernels' .cu files only: cc/gpu_harness/harness.cu is a program of
+# its own (`make gpu-harness`), with a main().
+CUDA_SOURCES = sorted(
+    glob.glob(os.path.join("cc", "kernels", "**", "*.cu"), recursive=True)
+)
 HEADERS = sorted(glob.glob(os.path.join("cc", "**", "*.h"), recursive=True))
 # -march is left out on purpose: the library must run on any x86-64 machine
 # that TensorFlow itself runs on.

@@ -14,11 +14,18 @@ cc/gpu_harness/README.md).  It
      mode (which prints its own details: passes, memory, bandwidth) and
      torchaudio's CUDA loss (torch.cuda.Event timing, medians;
      torch.cuda.max_memory_allocated for its peak, logits included), and
-     prints a table.
+     prints a table;
+  3. the same for the loss fused with its joint network: the harness's
+     `compare-joint` (loss and the gradients of encoder, predictor, weight
+     and bias) against a torch joiner, tanh(e[:, :, None] + p[:, None]) @ W
+     + b, followed by torchaudio's loss, then `bench-joint` against that
+     torch joiner + torchaudio (time and peak memory, the joiner's hidden
+     and logits included).
 
 Usage:
   python -m benchmarks.bench_gpu --harness build/gpu_harness \\
       [--shapes "8,150,40,500;32,500,100,1024;16,1000,200,4096"] [--repeats 10]
+      [--joint-shapes "8,150,40,500,256;32,500,100,1024,640"]
 
 Exit codes: 0 done and the comparison passed, 1 comparison failed, 2 torch,
 torchaudio, a CUDA device or the harness missing.
@@ -35,22 +42,33 @@ import warnings
 
 DEFAULT_SHAPES = "8,150,40,500;32,500,100,1024;16,1000,200,4096"
 DEFAULT_COMPARE_SHAPES = "4,40,10,30;8,150,40,500"
+DEFAULT_JOINT_SHAPES = "8,150,40,500,256;32,500,100,1024,640"
+DEFAULT_JOINT_COMPARE_SHAPES = "4,40,10,30,16;8,150,40,500,256"
 # Loss: max |ours - torchaudio| / max(1, |torchaudio|); gradient: max abs
 # difference (both float32: torchaudio's gradient carries the rounding of
 # alpha + beta, values in the hundreds at these shapes).
 LOSS_TOLERANCE = 1e-4
 GRAD_TOLERANCE = 1e-3
+# The joint's gradients: max |ours - torch| / max(1, |torch|), sums over
+# many cells in float32 on both sides.
+JOINT_GRAD_TOLERANCE = 1e-3
 
 
-def parse_shapes(text):
-    """'B,T,U,V;...' -> [(B, T, U, V), ...]."""
+def parse_shapes(text, size=4):
+    """'B,T,U,V;...' -> [(B, T, U, V), ...] (size 5: B,T,U,V,J)."""
+    names = "B,T,U,V,J"[: 2 * size - 1]
     shapes = []
     for item in text.split(";"):
         values = tuple(int(v) for v in item.split(","))
-        if len(values) != 4 or min(values) < 1:
-            raise argparse.ArgumentTypeError(f"bad shape {item!r}: need B,T,U,V")
+        if len(values) != size or min(values) < 1:
+            raise argparse.ArgumentTypeError(f"bad shape {item!r}: need {names}")
         shapes.append(values)
     return shapes
+
+
+def parse_joint_shapes(text):
+    """'B,T,U,V,J;...' -> [(B, T, U, V, J), ...]."""
+    return parse_shapes(text, 5)
 
 
 def parse_args():
@@ -72,6 +90,20 @@ def parse_args():
         type=parse_shapes,
         default=parse_shapes(DEFAULT_COMPARE_SHAPES),
         help=f"B,T,U,V;... to compare (default {DEFAULT_COMPARE_SHAPES})",
+    )
+    parser.add_argument(
+        "--joint-shapes",
+        type=parse_joint_shapes,
+        default=parse_joint_shapes(DEFAULT_JOINT_SHAPES),
+        help=f"B,T,U,V,J;... of the joint loss to time (default "
+        f"{DEFAULT_JOINT_SHAPES})",
+    )
+    parser.add_argument(
+        "--joint-compare-shapes",
+        type=parse_joint_shapes,
+        default=parse_joint_shapes(DEFAULT_JOINT_COMPARE_SHAPES),
+        help=f"B,T,U,V,J;... of the joint loss to compare (default "
+        f"{DEFAULT_JOINT_COMPARE_SHAPES})",
     )
     parser.add_argument("--repeats", type=int, default=10, help="timed runs")
     parser.add_argument("--seed", type=int, default=0)
@@ -225,6 +257,202 @@ def torchaudio_bench(torch, rnnt_loss, shape, repeats):
     return result
 
 
+def random_joint_inputs(torch, shape, blank, seed):
+    """Joint inputs on the GPU (encoder [B, T, J], predictor [B, U + 1, J],
+    weight [J, V], bias [V]) and targets and lengths as random_inputs."""
+    B, T, U, V, J = shape
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    logit_lengths = torch.randint(T // 2 + 1, T + 1, (B,), device="cuda", generator=gen)
+    target_lengths = torch.randint(1, U + 1, (B,), device="cuda", generator=gen)
+    logit_lengths[0], target_lengths[0] = T, U  # torchaudio requires it
+    targets = torch.randint(0, V - 1, (B, U), device="cuda", generator=gen)
+    targets = (targets + (targets >= blank).long()).int()
+    encoder = torch.rand(B, T, J, device="cuda", generator=gen) * 2 - 1
+    predictor = torch.rand(B, U + 1, J, device="cuda", generator=gen) * 2 - 1
+    limit = (3.0 / J) ** 0.5
+    weight = (torch.rand(J, V, device="cuda", generator=gen) * 2 - 1) * limit
+    bias = (torch.rand(V, device="cuda", generator=gen) * 2 - 1) * 0.1
+    lengths = logit_lengths.int(), target_lengths.int()
+    return [encoder, predictor, weight, bias], targets, *lengths
+
+
+def torch_joint_loss(rnnt_loss, joint, targets, logit_lengths, target_lengths, blank):
+    """The unfused path: the torch joiner's logits [B, T, U + 1, V], then
+    torchaudio's loss (reduction "none")."""
+    encoder, predictor, weight, bias = joint
+    hidden = (encoder[:, :, None] + predictor[:, None]).tanh()
+    logits = hidden @ weight + bias
+    return rnnt_loss(
+        logits, targets, logit_lengths, target_lengths, blank=blank, reduction="none"
+    )
+
+
+def compare_joint(torch, rnnt_loss, harness, shape, blank, seed):
+    """Our joint loss (harness compare-joint) vs the torch joiner +
+    torchaudio on one random batch: the losses and the four gradients."""
+    B, T, U, V, J = shape
+    joint, targets, logit_lengths, target_lengths = random_joint_inputs(
+        torch, shape, blank, seed
+    )
+    names = ["d_encoder", "d_predictor", "d_weight", "d_bias"]
+    with tempfile.TemporaryDirectory() as folder:
+        for name, x in zip(
+            ["encoder", "predictor", "weight", "bias"], joint, strict=True
+        ):
+            write_raw(os.path.join(folder, f"{name}.f32"), x)
+        write_raw(os.path.join(folder, "targets.i32"), targets)
+        write_raw(os.path.join(folder, "logit_lengths.i32"), logit_lengths)
+        write_raw(os.path.join(folder, "target_lengths.i32"), target_lengths)
+        with open(os.path.join(folder, "shape.txt"), "w") as f:
+            f.write(f"{B} {T} {U} {V} {J} {blank}\n")
+        run = subprocess.run(
+            [harness, "compare-joint", folder], capture_output=True, text=True
+        )
+        if run.returncode != 0:
+            print(run.stdout + run.stderr, end="")
+            print(f"harness compare-joint failed with exit code {run.returncode}")
+            return False
+        ours_loss = read_f32(torch, os.path.join(folder, "loss.f32"), (B,))
+        ours = [
+            read_f32(torch, os.path.join(folder, f"{name}.f32"), x.shape)
+            for name, x in zip(names, joint, strict=True)
+        ]
+
+    for x in joint:
+        x.requires_grad_(True)
+    loss = torch_joint_loss(
+        rnnt_loss, joint, targets, logit_lengths, target_lengths, blank
+    )
+    loss.sum().backward()
+    ref_loss = loss.detach().double().cpu()
+    loss_err = (
+        (ours_loss.double() - ref_loss).abs() / ref_loss.abs().clamp(min=1)
+    ).max()
+    ok = bool(loss_err <= LOSS_TOLERANCE)
+    errors = []
+    for name, got, x in zip(names, ours, joint, strict=True):
+        ref = x.grad.double().cpu()
+        err = ((got.double() - ref).abs() / ref.abs().clamp(min=1)).max()
+        ok &= bool(err <= JOINT_GRAD_TOLERANCE)
+        errors.append(f"{name} {err:.2e}")
+    print(
+        f"{'PASS' if ok else 'FAIL'} compare-joint B={B} T={T} U={U} V={V} J={J} "
+        f"blank={blank}: loss max rel err {loss_err:.2e}, gradients max rel err "
+        + ", ".join(errors)
+    )
+    return ok
+
+
+def harness_bench_joint(harness, shapes, repeats):
+    """Runs `harness bench-joint`; returns {(B, T, U, V, J): {field: value}}."""
+    text = ";".join(",".join(str(v) for v in shape) for shape in shapes)
+    run = subprocess.run(
+        [harness, "bench-joint", "--shapes", text, "--repeats", str(repeats)],
+        capture_output=True,
+        text=True,
+    )
+    print(run.stdout + run.stderr, end="")
+    if run.returncode != 0:
+        print(f"harness bench-joint failed with exit code {run.returncode}")
+        return {}
+    results = {}
+    for line in run.stdout.splitlines():
+        if not line.startswith("B="):
+            continue
+        fields = dict(item.split("=", 1) for item in line.split())
+        key = tuple(int(fields[k]) for k in ("B", "T", "U", "V", "J"))
+        results[key] = fields
+    return results
+
+
+def torch_joint_bench(torch, rnnt_loss, shape, repeats):
+    """Median ms of forward + backward of the torch joiner + torchaudio, and
+    peak MB (inputs included), or None when it runs out of memory."""
+    B, T, U, V, J = shape
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+
+    def run():
+        joint, targets, logit_lengths, target_lengths = random_joint_inputs(
+            torch, shape, 0, 0
+        )
+        logit_lengths.fill_(T)
+        target_lengths.fill_(U)
+        for x in joint:
+            x.requires_grad_(True)
+        times = []
+        for i in range(repeats + 2):  # two warm-up runs
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            for x in joint:
+                x.grad = None
+            start.record()
+            loss = torch_joint_loss(
+                rnnt_loss, joint, targets, logit_lengths, target_lengths, 0
+            )
+            loss.sum().backward()
+            stop.record()
+            stop.synchronize()
+            if i >= 2:
+                times.append(start.elapsed_time(stop))
+        return statistics.median(times), torch.cuda.max_memory_allocated() / 1e6
+
+    result = None
+    try:
+        result = run()
+    except RuntimeError as error:  # torch.cuda.OutOfMemoryError is one
+        if "out of memory" not in str(error).lower():
+            raise
+    torch.cuda.empty_cache()
+    return result
+
+
+def print_table(title, header, rows):
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    print(f"\n{title}")
+    for row in [header, *rows]:
+        print("  ".join(str(v).rjust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def joint_table(torch, rnnt_loss, args):
+    """Ours (bench-joint) vs the torch joiner + torchaudio, one row a shape."""
+    ours = harness_bench_joint(args.harness, args.joint_shapes, args.repeats)
+    rows = []
+    for shape in args.joint_shapes:
+        theirs = torch_joint_bench(torch, rnnt_loss, shape, args.repeats)
+        mine = ours.get(shape)
+        our_ms = float(mine["total_ms"]) if mine else None
+        our_mb = float(mine["peak_mb"]) if mine else None
+        their_ms, their_mb = theirs if theirs else (None, None)
+        rows.append(
+            (
+                "x".join(str(v) for v in shape),
+                f"{our_ms:.2f}" if our_ms else "-",
+                f"{their_ms:.2f}" if their_ms else "OOM",
+                f"{their_ms / our_ms:.2f}x" if our_ms and their_ms else "-",
+                f"{our_mb:.0f}" if our_mb else "-",
+                f"{their_mb:.0f}" if their_mb else "OOM",
+                f"{our_mb / their_mb:.3f}" if our_mb and their_mb else "-",
+            )
+        )
+    header = (
+        "B x T x U x V x J",
+        "ours ms",
+        "torch+torchaudio ms",
+        "ratio (theirs/ours)",
+        "ours peak MB",
+        "theirs peak MB",
+        "memory ours/theirs",
+    )
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    print_table(
+        "joint + loss, forward + backward, float32 (medians; peaks include the "
+        f"inputs; torch matmul allow_tf32={tf32}):",
+        header,
+        rows,
+    )
+
+
 def main():
     args = parse_args()
     try:
@@ -249,6 +477,9 @@ def main():
     for i, shape in enumerate(args.compare_shapes):
         blank = 0 if i % 2 == 0 else shape[3] - 1
         ok &= compare(torch, rnnt_loss, args.harness, shape, blank, args.seed + i)
+    for i, shape in enumerate(args.joint_compare_shapes):
+        blank = 0 if i % 2 == 0 else shape[3] - 1
+        ok &= compare_joint(torch, rnnt_loss, args.harness, shape, blank, args.seed + i)
     torch.cuda.empty_cache()
     if args.no_bench:
         return 0 if ok else 1
@@ -283,10 +514,8 @@ def main():
         "torchaudio peak MB",
         "logits+grad MB",
     )
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    print("\nforward + backward, float32, full logits (medians):")
-    for row in [header, *rows]:
-        print("  ".join(str(v).rjust(w) for v, w in zip(row, widths, strict=True)))
+    print_table("forward + backward, float32, full logits (medians):", header, rows)
+    joint_table(torch, rnnt_loss, args)
     return 0 if ok else 1
 
 

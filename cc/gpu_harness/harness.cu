@@ -9,6 +9,12 @@
 //                 [--dtype float|half|bfloat16]
 //                            times of the fused RNN-T loss, float32 maths
 //   harness compare DIR      loss and gradient of the inputs in DIR
+//   harness bench-joint [--repeats N] [--shapes B,T,U,V,J;...]
+//                 [--dtype float|half|bfloat16]
+//                            times and memory of the joint loss
+//                            (rnnt_joint.cu), float32 maths
+//   harness compare-joint DIR  joint loss and its four gradients of DIR's
+//                            inputs
 //
 // Exit codes: 0 success, 1 failure, 2 no CUDA device.
 
@@ -20,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -27,6 +34,7 @@
 
 #include "cc/kernels/gpu/launchers.h"
 #include "cc/kernels/mutual_information.h"
+#include "cc/kernels/rnnt_joint.h"
 #include "cc/kernels/rnnt_loss.h"
 
 // Exits naming the call that failed: a cudaError_t or a launcher's status.
@@ -570,6 +578,524 @@ bool RunRnntCase(const RnntCase& c, uint64_t seed) {
                       RunRnnt<Cpu, T, L>(in, false), c.B, c.nan_batch);
 }
 
+// ---------------------------------------------------------------------------
+// The RNN-T loss fused with its joint network (gpu/rnnt_joint.cu): the GPU
+// launchers as the op runs them, a CPU reference in plain loops (every
+// cell's h and l formed whole, the fused loss's CPU passes on them, then the
+// chain rule through the joint), the check cases and the benchmark.
+
+// The joint loss's inputs: everything of RnntInputs but the logits, and the
+// joint's (values already rounded to the inputs' type).
+template <typename T>
+struct JointData {
+  RnntInputs<T> rnnt;
+  int64_t J;
+  JointActivation activation;
+  std::vector<T> encoder, predictor, weight,
+      bias;  // [B,T,J] [B,S+1,J] [J,C] [C]
+};
+
+// The loss's outputs (Outputs::grad unused) and the four gradients, widened
+// to T.
+template <typename T>
+struct JointOutputs {
+  Outputs<T> loss;
+  std::vector<T> d_encoder, d_predictor, d_weight, d_bias;
+};
+
+// The op's GPU path on the default stream: pass 1 (RnntJointLogProbs) and
+// the recursion, then the used ranges, the plan and pass 3
+// (RnntJointGradient).  Inputs of type L; empty vectors leave a buffer
+// uninitialised (bench fills it on the device).  `capacity`: rows per chunk
+// (0: JointChunkCapacity); `max_splits`: partial sums of dW (0:
+// JointWeightSplits).
+template <typename T, typename L>
+class JointGpu {
+ public:
+  JointGpu(const JointData<T>& d, int64_t capacity, int64_t max_splits)
+      : in_(d.rnnt),
+        J_(d.J),
+        activation_(d.activation),
+        capacity_(capacity),
+        max_splits_(max_splits > 0
+                        ? max_splits
+                        : gpu::JointWeightSplits(J_, in_.C, sizeof(T))),
+        encoder_(in_.B * in_.T_len * J_, NarrowAll<L>(d.encoder)),
+        predictor_(in_.B * (in_.S + 1) * J_, NarrowAll<L>(d.predictor)),
+        weight_(J_ * in_.C, NarrowAll<L>(d.weight)),
+        bias_(in_.C, NarrowAll<L>(d.bias)),
+        scale_(in_.B, in_.scale),
+        px_(in_.B * in_.S * in_.T1),
+        py_(in_.B * (in_.S + 1) * in_.T_len),
+        norms_(in_.B * in_.T_len * (in_.S + 1)),
+        symbols_(in_.B * in_.S, in_.symbols),
+        boundary_(4 * in_.B, in_.boundary),
+        ranges_(2 * in_.B * in_.T_len),
+        mi_(in_.B, in_.S, in_.T_len, in_.T1, px_.get(), py_.get(),
+            boundary_.get()),
+        d_encoder_(in_.B * in_.T_len * J_),
+        d_predictor_(in_.B * (in_.S + 1) * J_),
+        d_weight_(J_ * in_.C),
+        d_bias_(in_.C),
+        acc_encoder_(kWide ? 0 : in_.B * in_.T_len * J_),
+        acc_predictor_(kWide ? 0 : in_.B * (in_.S + 1) * J_),
+        acc_weight_(kWide ? 0 : J_ * in_.C),
+        acc_bias_(kWide ? 0 : in_.C) {}
+
+  Mi<Gpu, T>& mi() { return mi_; }
+  DeviceBuffer<L>* inputs(int i) {
+    DeviceBuffer<L>* all[4] = {&encoder_, &predictor_, &weight_, &bias_};
+    return all[i];
+  }
+  // Rows of the last forward plan (the cells the loss formed).
+  int64_t forward_rows() const { return forward_rows_; }
+
+  void Forward() {
+    const std::vector<int64_t> ranges =
+        gpu::JointBoundaryRanges(in_.boundary.data(), in_.B, in_.T_len);
+    const gpu::JointPlan plan = Plan(ranges, false);
+    forward_rows_ = 0;
+    for (const gpu::JointChunk& chunk : plan.chunks)
+      forward_rows_ += chunk.rows;
+    const RnntProblem<T, T> pr{
+        in_.B,        in_.T_len,       in_.S,     in_.C,
+        in_.S + 1,    in_.T1,          nullptr,   symbols_.get(),
+        nullptr,      boundary_.get(), px_.get(), py_.get(),
+        norms_.get(), in_.blank,       in_.type,  in_.delay_penalty};
+    CHECK(gpu::RnntJointLogProbs(Problem(plan), pr, plan, nullptr));
+    mi_.Run();
+  }
+
+  void Backward() {
+    gpu::RnntJointGradientProblem<T, L> p;
+    p.rows = RnntGradientProblem<T, T>{
+        in_.B,         in_.T_len,
+        in_.S,         in_.C,
+        in_.S + 1,     in_.T1,
+        nullptr,       symbols_.get(),
+        nullptr,       mi_.p.px_grad,
+        mi_.p.py_grad, norms_.get(),
+        scale_.get(),  nullptr,
+        in_.blank,     in_.type == RnntType::kConstrained,
+        in_.emit,      in_.clamp};
+    CHECK(gpu::RnntJointUsedRanges(p, ranges_.get(), nullptr));
+    const gpu::JointPlan plan = Plan(ranges_.Download(), true);
+    p.joint = Problem(plan);
+    p.d_hidden = gradient_->d_hidden.get();
+    p.partial = gradient_->partial.get();
+    p.max_splits = max_splits_;
+    p.d_encoder = d_encoder_.get(), p.d_predictor = d_predictor_.get();
+    p.d_weight = d_weight_.get(), p.d_bias = d_bias_.get();
+    if constexpr (kWide) {
+      p.acc_encoder = d_encoder_.get(), p.acc_predictor = d_predictor_.get();
+      p.acc_weight = d_weight_.get(), p.acc_bias = d_bias_.get();
+    } else {
+      p.acc_encoder = acc_encoder_.get();
+      p.acc_predictor = acc_predictor_.get();
+      p.acc_weight = acc_weight_.get(), p.acc_bias = acc_bias_.get();
+    }
+    CHECK(gpu::RnntJointGradient(p, plan, nullptr));
+  }
+
+  JointOutputs<T> Download() const {
+    JointOutputs<T> out;
+    out.loss.px = px_.Download(), out.loss.py = py_.Download();
+    out.loss.norms = norms_.Download(), out.loss.scores = mi_.scores.Download();
+    out.loss.px_grad = mi_.px_grad.Download();
+    out.loss.py_grad = mi_.py_grad.Download();
+    out.loss.illegal = mi_.illegal.Download();
+    out.d_encoder = WidenAll<T>(d_encoder_.Download());
+    out.d_predictor = WidenAll<T>(d_predictor_.Download());
+    out.d_weight = WidenAll<T>(d_weight_.Download());
+    out.d_bias = WidenAll<T>(d_bias_.Download());
+    return out;
+  }
+
+ private:
+  static constexpr bool kWide = std::is_same_v<T, L>;
+
+  // Chunk scratch, kept while a plan fits it (repeated runs plan alike; the
+  // forward and the gradient keep the larger of their plans).
+  struct Scratch {
+    int64_t rows, pieces;
+    DeviceBuffer<T> wide_weight, wide_bias, hidden, logits;
+    DeviceBuffer<int64_t> row_cells, piece_buffer;
+    Scratch(int64_t rows_in, int64_t pieces_in, int64_t J, int64_t C)
+        : rows(rows_in),
+          pieces(pieces_in),
+          wide_weight(kWide ? 0 : J * C),
+          wide_bias(kWide ? 0 : C),
+          hidden(rows * J),
+          logits(rows * C),
+          row_cells(rows),
+          piece_buffer(4 * pieces) {}
+  };
+
+  // The gradient's own scratch: dh [rows, J] and the partial sums of dW.
+  struct GradientScratch {
+    int64_t rows;
+    DeviceBuffer<T> d_hidden, partial;
+    GradientScratch(int64_t rows_in, int64_t J, int64_t C, int64_t splits)
+        : rows(rows_in),
+          d_hidden(rows * J),
+          partial(splits > 1 ? splits * (J * C + C) : 0) {}
+  };
+
+  gpu::JointPlan Plan(const std::vector<int64_t>& ranges, bool gradient) {
+    const int64_t capacity =
+        capacity_ > 0 ? capacity_
+                      : gpu::JointChunkCapacity(J_, in_.C, sizeof(T), gradient);
+    gpu::JointPlan plan = gpu::PlanJointChunks(ranges.data(), in_.B * in_.T_len,
+                                               in_.T_len, capacity);
+    const int64_t pieces = int64_t(plan.pieces.size());
+    if (!scratch_ || scratch_->rows < plan.max_rows ||
+        scratch_->pieces < pieces) {
+      const int64_t rows =
+          std::max(plan.max_rows, scratch_ ? scratch_->rows : 0);
+      const int64_t most = std::max(pieces, scratch_ ? scratch_->pieces : 0);
+      scratch_.reset();  // the old buffers go first
+      scratch_ = std::make_unique<Scratch>(rows, most, J_, in_.C);
+    }
+    if (gradient && (!gradient_ || gradient_->rows < plan.max_rows)) {
+      gradient_.reset();
+      gradient_ = std::make_unique<GradientScratch>(plan.max_rows, J_, in_.C,
+                                                    max_splits_);
+    }
+    return plan;
+  }
+
+  gpu::RnntJointProblem<T, L> Problem(const gpu::JointPlan&) const {
+    return gpu::RnntJointProblem<T, L>{
+        in_.B,
+        in_.T_len,
+        in_.S,
+        in_.C,
+        J_,
+        encoder_.get(),
+        predictor_.get(),
+        weight_.get(),
+        bias_.get(),
+        activation_,
+        scratch_->wide_weight.get(),
+        scratch_->wide_bias.get(),
+        scratch_->hidden.get(),
+        scratch_->logits.get(),
+        scratch_->row_cells.get(),
+        reinterpret_cast<gpu::JointPiece*>(scratch_->piece_buffer.get())};
+  }
+
+  RnntInputs<T> in_;
+  int64_t J_;
+  JointActivation activation_;
+  int64_t capacity_, max_splits_;
+  DeviceBuffer<L> encoder_, predictor_, weight_, bias_;
+  DeviceBuffer<T> scale_, px_, py_, norms_;
+  DeviceBuffer<int64_t> symbols_, boundary_, ranges_;
+  Mi<Gpu, T> mi_;
+  DeviceBuffer<L> d_encoder_, d_predictor_, d_weight_, d_bias_;
+  DeviceBuffer<T> acc_encoder_, acc_predictor_, acc_weight_, acc_bias_;
+  std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<GradientScratch> gradient_;
+  int64_t forward_rows_ = 0;
+};
+
+template <typename T>
+T ActivateCpu(JointActivation activation, T x) {
+  switch (activation) {
+    case JointActivation::kTanh:
+      return std::tanh(x);
+    case JointActivation::kRelu:
+      return Max(x, T(0));
+    default:
+      return x;
+  }
+}
+
+template <typename T>
+T SlopeCpu(JointActivation activation, T h) {
+  switch (activation) {
+    case JointActivation::kTanh:
+      return T(1) - h * h;
+    case JointActivation::kRelu:
+      return h > T(0) ? T(1) : T(0);
+    default:
+      return T(1);
+  }
+}
+
+// The reference: h and l of every cell, the fused loss's CPU passes
+// (Rnnt<Cpu>) on l, then dW, dc, dh, de and dp in plain loops over the
+// cells whose gradient is not zero (as the op skips the others, whose
+// inputs may be padding); the gradients rounded to L.
+template <typename T, typename L>
+JointOutputs<T> RunJointCpu(const JointData<T>& d) {
+  const RnntInputs<T>& in = d.rnnt;
+  const int64_t B = in.B, Tn = in.T_len, S = in.S, C = in.C, J = d.J;
+  const int64_t W = S + 1, cells = B * Tn * W;
+  std::vector<T> hidden(cells * J);
+  RnntInputs<T> full = in;
+  full.logits.assign(cells * C, T(0));
+  for (int64_t cell = 0; cell < cells; ++cell) {
+    const int64_t frame = cell / W, s = cell % W, b = frame / Tn;
+    T* h = &hidden[cell * J];
+    for (int64_t j = 0; j < J; ++j) {
+      h[j] = ActivateCpu(d.activation, d.encoder[frame * J + j] +
+                                           d.predictor[(b * W + s) * J + j]);
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      T l = d.bias[c];
+      for (int64_t j = 0; j < J; ++j) l += h[j] * d.weight[j * C + c];
+      full.logits[cell * C + c] = l;
+    }
+  }
+  Rnnt<Cpu, T, T> loss(full, /*in_place=*/false);
+  loss.Forward();
+  loss.Backward();
+  JointOutputs<T> out;
+  out.loss = loss.Download();
+  const std::vector<T> G = std::move(out.loss.grad);
+  out.loss.grad.clear();
+  std::vector<T> de(B * Tn * J, T(0)), dp(B * W * J, T(0)), dw(J * C, T(0)),
+      dc(C, T(0)), dh(J);
+  for (int64_t cell = 0; cell < cells; ++cell) {
+    const int64_t frame = cell / W, s = cell % W, b = frame / Tn,
+                  t = frame % Tn;
+    const auto g = RnntGradientRow<T>::Of(
+        out.loss.px_grad.data(), out.loss.py_grad.data(), b, t, s, S, Tn, in.T1,
+        in.type == RnntType::kConstrained, in.emit, in.clamp, in.scale[b]);
+    if (g.gx + g.gy == T(0)) continue;
+    const T* g_row = &G[cell * C];
+    const T* h = &hidden[cell * J];
+    for (int64_t j = 0; j < J; ++j) {
+      T sum = T(0);
+      for (int64_t c = 0; c < C; ++c) {
+        dw[j * C + c] += h[j] * g_row[c];
+        sum += g_row[c] * d.weight[j * C + c];
+      }
+      const T da = sum * SlopeCpu(d.activation, h[j]);
+      de[frame * J + j] += da;
+      dp[(b * W + s) * J + j] += da;
+    }
+    for (int64_t c = 0; c < C; ++c) dc[c] += g_row[c];
+  }
+  out.d_encoder = WidenAll<T>(NarrowAll<L>(de));
+  out.d_predictor = WidenAll<T>(NarrowAll<L>(dp));
+  out.d_weight = WidenAll<T>(NarrowAll<L>(dw));
+  out.d_bias = WidenAll<T>(NarrowAll<L>(dc));
+  return out;
+}
+
+struct JointCase {
+  RnntType type;
+  int64_t B, T, S, C, J;
+  int blank;
+  double delay_penalty, clamp, fastemit;
+  JointActivation activation = JointActivation::kTanh;
+  bool general_boundary = false;
+  int64_t capacity = 0;      // rows per chunk (0: the op's)
+  int64_t max_splits = 0;    // partial sums of dW (0: the op's)
+  bool nan_padding = false;  // NaN inputs in every cell outside the boundary
+  int64_t nan_batch = -1;    // a NaN encoder value in a used frame of it
+
+  std::string Name() const {
+    const char* types[] = {"regular", "modified", "constrained"};
+    const char* acts[] = {"tanh", "relu", "identity"};
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "joint %s %s B=%lld T=%lld S=%lld C=%lld J=%lld",
+                  types[int(type)], acts[int(activation)], (long long)B,
+                  (long long)T, (long long)S, (long long)C, (long long)J);
+    std::string name = text;
+    if (blank > 0) name += " blank=" + std::to_string(blank);
+    if (delay_penalty > 0) name += " delay";
+    if (clamp > 0) name += " clamp";
+    if (fastemit > 0) name += " fastemit";
+    if (general_boundary) name += " begin>0";
+    if (capacity > 0) name += " rows/chunk=" + std::to_string(capacity);
+    if (max_splits > 0) name += " splits<=" + std::to_string(max_splits);
+    if (nan_padding) name += " NaN-padding";
+    if (nan_batch >= 0) name += " NaN@" + std::to_string(nan_batch);
+    return name;
+  }
+};
+
+// Random inputs of a case, rounded to L (the same values on both sides).
+template <typename T, typename L>
+JointData<T> MakeJointData(const JointCase& c, Rng& rng) {
+  JointData<T> d{RnntInputs<T>{c.B, c.T, c.S, c.C, c.S + 1,
+                               c.type == RnntType::kRegular ? c.T + 1 : c.T},
+                 c.J, c.activation};
+  RnntInputs<T>& in = d.rnnt;
+  in.blank = c.blank, in.type = c.type;
+  in.delay_penalty = c.delay_penalty, in.clamp = c.clamp;
+  in.emit = T(1) + T(c.fastemit);
+  in.boundary = RandomBoundary(rng, c.B, c.S, c.T, c.general_boundary,
+                               c.type != RnntType::kRegular);
+  for (int64_t i = 0; i < c.B * c.S; ++i) {
+    int64_t y;
+    do y = rng.Int(0, c.C - 1);
+    while (y == c.blank);
+    in.symbols.push_back(y);
+  }
+  for (int64_t b = 0; b < c.B; ++b) in.scale.push_back(rng.Uniform(-2, 2));
+  const auto random = [&](int64_t n, double scale) {
+    std::vector<T> x(n);
+    for (T& v : x) v = T(Widen(Narrow<L>(T(scale * rng.Uniform(-1, 1)))));
+    return x;
+  };
+  const int64_t W = c.S + 1;
+  d.encoder = random(c.B * c.T * c.J, 1.0);
+  d.predictor = random(c.B * W * c.J, 1.0);
+  d.weight = random(c.J * c.C, 3.0 / std::sqrt(double(c.J)));
+  d.bias = random(c.C, 0.5);
+  for (int64_t b = 0; b < c.B; ++b) {
+    const int64_t* bnd = &in.boundary[4 * b];
+    for (int64_t t = 0; c.nan_padding && t < c.T; ++t) {
+      if (t < bnd[1] || t >= bnd[3]) {
+        std::fill_n(d.encoder.begin() + (b * c.T + t) * c.J, c.J, T(NAN));
+      }
+    }
+    for (int64_t s = 0; c.nan_padding && s < W; ++s) {
+      if (s < bnd[0] || s > bnd[2]) {
+        std::fill_n(d.predictor.begin() + (b * W + s) * c.J, c.J, T(NAN));
+      }
+    }
+    if (b == c.nan_batch) d.encoder[(b * c.T + bnd[1]) * c.J + c.J / 2] = NAN;
+  }
+  return d;
+}
+
+// The worst |gpu - cpu| / max(1, |cpu|) of a tensor and where it is.
+struct Worst {
+  double err = 0;
+  size_t index = 0;
+};
+
+template <typename T>
+Worst WorstError(const std::vector<T>& got, const std::vector<T>& want) {
+  Worst w;
+  if (got.size() != want.size()) return {INFINITY, 0};
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double a = got[i], b = want[i];
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+    const double err = std::isfinite(a) && std::isfinite(b)
+                           ? std::fabs(a - b) / std::max(1.0, std::fabs(b))
+                           : INFINITY;
+    if (err > w.err) w = {err, i};
+  }
+  return w;
+}
+
+// One PASS / FAIL line for the case; under a FAIL, one line per tensor over
+// its tolerance (with the worst element) and the illegal-flag problems.
+template <typename T, typename L>
+bool ReportJoint(const std::string& name, const JointOutputs<T>& gpu,
+                 const JointOutputs<T>& cpu, int64_t B, int64_t nan_batch) {
+  struct Field {
+    const char* name;
+    const std::vector<T>& got;
+    const std::vector<T>& want;
+    double tolerance;
+  };
+  const double tol = TypeInfo<T>::kTolerance, tol_l = TypeInfo<L>::kTolerance;
+  const Field fields[] = {
+      {"px", gpu.loss.px, cpu.loss.px, tol},
+      {"py", gpu.loss.py, cpu.loss.py, tol},
+      {"norms", gpu.loss.norms, cpu.loss.norms, tol},
+      {"scores", gpu.loss.scores, cpu.loss.scores, tol},
+      {"px_grad", gpu.loss.px_grad, cpu.loss.px_grad, tol},
+      {"py_grad", gpu.loss.py_grad, cpu.loss.py_grad, tol},
+      {"d_encoder", gpu.d_encoder, cpu.d_encoder, tol_l},
+      {"d_predictor", gpu.d_predictor, cpu.d_predictor, tol_l},
+      {"d_weight", gpu.d_weight, cpu.d_weight, tol_l},
+      {"d_bias", gpu.d_bias, cpu.d_bias, tol_l}};
+  std::string details;
+  double worst_ratio = 0;
+  const char* worst_field = "-";
+  double worst = 0;
+  for (const Field& f : fields) {
+    const Worst w = WorstError(f.got, f.want);
+    const double ratio = w.err / f.tolerance;
+    if (ratio > worst_ratio || *worst_field == '-') {
+      worst_ratio = ratio, worst_field = f.name, worst = w.err;
+    }
+    if (ratio > 1) {
+      char line[200];
+      std::snprintf(line, sizeof(line),
+                    "\n    %s: max rel err %.2e > %.0e at [%zu] (gpu %.8g, cpu "
+                    "%.8g, %zu elements)",
+                    f.name, w.err, f.tolerance, w.index,
+                    w.index < f.got.size() ? double(f.got[w.index]) : NAN,
+                    w.index < f.want.size() ? double(f.want[w.index]) : NAN,
+                    f.want.size());
+      details += line;
+    }
+  }
+  bool cpu_flags = true, gpu_flags = true;
+  int finite = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    cpu_flags &= bool(cpu.loss.illegal[b]) == (b == nan_batch);
+    gpu_flags &= bool(gpu.loss.illegal[b]) == (b == nan_batch);
+    finite += std::isfinite(cpu.loss.scores[b]) && b != nan_batch;
+  }
+  if (!cpu_flags) details += "\n    [CPU illegal flags wrong]";
+  if (!gpu_flags) details += "\n    [GPU illegal flags wrong]";
+  const bool ok = details.empty();
+  std::printf("%s %-8s %-72s max rel err %.2e (%s) finite scores %d/%lld%s\n",
+              ok ? "PASS" : "FAIL", TypeInfo<L>::kName, name.c_str(), worst,
+              worst_field, finite, (long long)B, details.c_str());
+  return ok;
+}
+
+template <typename T, typename L = T>
+bool RunJointCase(const JointCase& c, uint64_t seed) {
+  Rng rng(seed);
+  const JointData<T> d = MakeJointData<T, L>(c, rng);
+  JointGpu<T, L> gpu(d, c.capacity, c.max_splits);
+  gpu.Forward();
+  gpu.Backward();
+  return ReportJoint<T, L>(c.Name(), gpu.Download(), RunJointCpu<T, L>(d), c.B,
+                           c.nan_batch);
+}
+
+// Adds the joint cases' counts to *passed and *total.
+void CheckJoint(uint64_t seed, int* passed, int* total) {
+  using RT = RnntType;
+  using JA = JointActivation;
+  // clang-format off
+  const JointCase cases[] = {
+      // type, B, T, S, C, J, blank, delay_penalty, clamp, fastemit
+      // [, activation, general_boundary, capacity, max_splits, nan_padding,
+      //  nan_batch]
+      {RT::kRegular, 3, 9, 4, 20, 12, 0, 0, 0, 0},
+      {RT::kRegular, 3, 10, 5, 33, 17, 4, 0.2, 0, 0.3, JA::kRelu},
+      {RT::kRegular, 3, 8, 5, 21, 9, 2, 0, 0.05, 0, JA::kIdentity},
+      {RT::kRegular, 3, 11, 6, 19, 10, 0, 0, 0, 0, JA::kTanh, true, 5},
+      {RT::kRegular, 4, 12, 6, 24, 16, 1, 0, 0, 0, JA::kTanh, false, 0, 0,
+       true},
+      {RT::kRegular, 3, 8, 4, 12, 8, 0, 0, 0, 0, JA::kTanh, false, 0, 0, false,
+       1},
+      // 1280 rows in one chunk: dW split in partial sums; tile edges in
+      // every dimension.
+      {RT::kRegular, 2, 40, 15, 130, 70, 3, 0, 0, 0.1},
+      {RT::kRegular, 2, 40, 15, 130, 70, 3, 0.1, 0.2, 0, JA::kRelu, true, 300,
+       3, true},
+      {RT::kModified, 3, 12, 5, 20, 11, 2, 0, 0, 0.5},
+      {RT::kModified, 3, 14, 6, 25, 13, 0, 0.1, 0.5, 0, JA::kTanh, true, 7},
+      {RT::kConstrained, 3, 12, 5, 20, 14, 0, 0, 0, 0},
+      {RT::kConstrained, 3, 14, 6, 30, 9, 4, 0.2, 0.1, 0.3, JA::kRelu, true,
+       11, 0, true},
+  };
+  // clang-format on
+  for (const JointCase& c : cases) {
+    ++seed;
+    *passed += RunJointCase<float>(c, seed) + RunJointCase<double>(c, seed) +
+               RunJointCase<float, Half>(c, seed) +
+               RunJointCase<float, BFloat16>(c, seed);
+    *total += 4;
+  }
+}
+
 int Check() {
   const MiCase mi_cases[] = {
       {"regular", 4, 7, 15, false, 0.05, -1},
@@ -611,6 +1137,7 @@ int Check() {
               RunRnntCase<float, BFloat16>(c, seed);
     total += 4;
   }
+  CheckJoint(seed, &passed, &total);
   std::printf("SUMMARY: %d passed, %d failed\n", passed, total - passed);
   return passed == total ? 0 : 1;
 }
@@ -748,6 +1275,95 @@ int Bench(const std::vector<Shape>& shapes, int repeats) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// bench-joint: the joint loss (tanh joint, regular, full lengths), float32
+// maths; inputs and gradients float32, half or bfloat16.
+
+struct JointShape {
+  int64_t B, T, U, V, J;
+};
+
+template <typename L>
+void BenchJointShape(const JointShape& sh, int repeats) {
+  const int64_t B = sh.B, Tn = sh.T, S = sh.U, C = sh.V, J = sh.J, W = S + 1;
+  size_t free_before, free_after, total;
+  CHECK(cudaMemGetInfo(&free_before, &total));
+  const size_t held_before = tally.now;
+  tally.peak = tally.now;
+  JointData<float> d{RnntInputs<float>{B, Tn, S, C, W, Tn + 1}, J,
+                     JointActivation::kTanh};
+  d.rnnt.scale.assign(B, -1.0f);  // the gradient of the summed losses
+  Rng rng(kSeed);
+  for (int64_t i = 0; i < B * S; ++i)
+    d.rnnt.symbols.push_back(rng.Int(1, C - 1));
+  for (int64_t b = 0; b < B; ++b) {
+    d.rnnt.boundary.insert(d.rnnt.boundary.end(), {0, 0, S, Tn});
+  }
+  JointGpu<float, L> loss(d, 0, 0);  // inputs filled below
+  const int64_t sizes[4] = {B * Tn * J, B * W * J, J * C, C};
+  const float limits[4] = {1.0f, 1.0f, float(std::sqrt(3.0 / J)), 0.1f};
+  for (int i = 0; i < 4; ++i) {
+    FillUniform<<<4096, 256>>>(loss.inputs(i)->get(), sizes[i], kSeed + i,
+                               -limits[i], limits[i]);
+  }
+  CHECK(cudaGetLastError());
+  const double fwd = MedianMs([&] { loss.Forward(); }, repeats);
+  const double bwd = MedianMs([&] { loss.Backward(); }, repeats);
+  CHECK(cudaMemGetInfo(&free_after, &total));
+  int finite = 0;
+  for (float s : loss.mi().scores.Download()) finite += std::isfinite(s);
+  for (char bad : loss.mi().illegal.Download()) finite -= bad;
+  // The products: l = h W once forward; again, h^T G and G W^T backward.
+  const double gemm_flops = 2.0 * loss.forward_rows() * J * C;
+  const double inputs_mb =
+      (sizes[0] + sizes[1] + sizes[2] + sizes[3]) * double(sizeof(L)) / 1e6;
+  std::printf(
+      "B=%lld T=%lld U=%lld V=%lld J=%lld fwd_ms=%.3f bwd_ms=%.3f "
+      "total_ms=%.3f peak_mb=%.1f memgetinfo_mb=%.1f inputs_mb=%.1f "
+      "tflops=%.2f finite=%d/%lld\n",
+      (long long)B, (long long)Tn, (long long)S, (long long)C, (long long)J,
+      fwd, bwd, fwd + bwd, (tally.peak - held_before) / 1e6,
+      (double(free_before) - double(free_after)) / 1e6, inputs_mb,
+      4 * gemm_flops / ((fwd + bwd) * 1e-3) / 1e12, finite, (long long)B);
+  std::fflush(stdout);
+}
+
+template <typename L>
+int BenchJoint(const std::vector<JointShape>& shapes, int repeats) {
+  std::printf(
+      "joint loss (tanh joint, regular, full lengths), %s inputs and "
+      "gradients, float32 maths; times: medians of %d runs after 2 warm-ups\n"
+      "  fwd: RnntJointLogProbs + MutualInformation (plan included); bwd: "
+      "RnntJointUsedRanges + plan + RnntJointGradient\n"
+      "  peak_mb: the harness's device buffers (inputs, outputs, O(B T U) "
+      "buffers, chunk scratch); memgetinfo_mb: free memory before minus "
+      "after the runs\n"
+      "  tflops: the four products (l = h W twice, h^T G, G W^T) / total "
+      "time\n",
+      TypeInfo<L>::kName, repeats);
+  for (const JointShape& sh : shapes) BenchJointShape<L>(sh, repeats);
+  return 0;
+}
+
+bool ParseJointShapes(const std::string& text,
+                      std::vector<JointShape>* shapes) {
+  shapes->clear();
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(';', begin), text.size());
+    long long b, t, u, v, j;
+    char extra;
+    if (std::sscanf(text.substr(begin, end - begin).c_str(),
+                    "%lld,%lld,%lld,%lld,%lld%c", &b, &t, &u, &v, &j,
+                    &extra) != 5 ||
+        b < 1 || t < 1 || u < 1 || v < 2 || j < 1) {
+      return false;
+    }
+    shapes->push_back({b, t, u, v, j});
+    begin = end + 1;
+  }
+  return true;
+}
+
 bool ParseShapes(const std::string& text, std::vector<Shape>* shapes) {
   shapes->clear();
   for (size_t begin = 0; begin <= text.size();) {
@@ -836,13 +1452,75 @@ int Compare(const std::string& dir) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// compare-joint: the joint loss (tanh, regular, float32) of DIR's inputs and
+// the gradients of the summed losses, for benchmarks/bench_gpu.py.
+
+int CompareJoint(const std::string& dir) {
+  long long B = 0, Tn = 0, U = 0, V = 0, J = 0, blank = -1;
+  std::ifstream shape_file(dir + "/shape.txt");
+  if (!(shape_file >> B >> Tn >> U >> V >> J >> blank) || B < 1 || Tn < 1 ||
+      U < 1 || J < 1 || blank < 0 || blank >= V) {
+    std::fprintf(stderr, "%s/shape.txt: need 'B T U V J blank'\n", dir.c_str());
+    return 1;
+  }
+  JointData<float> d{RnntInputs<float>{B, Tn, U, V, U + 1, Tn + 1}, J,
+                     JointActivation::kTanh};
+  RnntInputs<float>& in = d.rnnt;
+  in.blank = int(blank);
+  d.encoder = ReadFile<float>(dir + "/encoder.f32", B * Tn * J);
+  d.predictor = ReadFile<float>(dir + "/predictor.f32", B * (U + 1) * J);
+  d.weight = ReadFile<float>(dir + "/weight.f32", J * V);
+  d.bias = ReadFile<float>(dir + "/bias.f32", V);
+  const auto targets = ReadFile<int32_t>(dir + "/targets.i32", B * U);
+  const auto logit_len = ReadFile<int32_t>(dir + "/logit_lengths.i32", B);
+  const auto target_len = ReadFile<int32_t>(dir + "/target_lengths.i32", B);
+  for (int64_t b = 0; b < B; ++b) {
+    if (target_len[b] < 0 || target_len[b] > U || logit_len[b] < 0 ||
+        logit_len[b] > Tn) {
+      std::fprintf(stderr, "sequence %lld: length out of range\n",
+                   (long long)b);
+      return 1;
+    }
+    in.boundary.insert(in.boundary.end(), {0, 0, target_len[b], logit_len[b]});
+    for (int64_t u = 0; u < U; ++u) {
+      const int32_t y = targets[b * U + u];
+      if (u < target_len[b] && (y < 0 || y >= V)) {
+        std::fprintf(stderr, "targets[%lld, %lld] = %d is not in [0, V)\n",
+                     (long long)b, (long long)u, y);
+        return 1;
+      }
+      in.symbols.push_back(y >= 0 && y < V ? y : 0);  // padding: unused
+    }
+  }
+  in.scale.assign(B, -1.0f);  // d loss = -d score
+  JointGpu<float, float> loss(d, 0, 0);
+  loss.Forward();
+  loss.Backward();
+  const JointOutputs<float> out = loss.Download();
+  std::vector<float> losses(B);
+  for (int64_t b = 0; b < B; ++b) {
+    losses[b] = out.loss.illegal[b] ? NAN : -out.loss.scores[b];
+  }
+  WriteFile(dir + "/loss.f32", losses);
+  WriteFile(dir + "/d_encoder.f32", out.d_encoder);
+  WriteFile(dir + "/d_predictor.f32", out.d_predictor);
+  WriteFile(dir + "/d_weight.f32", out.d_weight);
+  WriteFile(dir + "/d_bias.f32", out.d_bias);
+  std::printf("compare-joint: wrote loss.f32 and d_*.f32 in %s\n", dir.c_str());
+  return 0;
+}
+
 int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [check]\n"
                "       %s bench [--repeats N] [--shapes B,T,U,V;...] "
                "[--dtype float|half|bfloat16]\n"
-               "       %s compare DIR\n",
-               argv0, argv0, argv0);
+               "       %s bench-joint [--repeats N] [--shapes B,T,U,V,J;...] "
+               "[--dtype float|half|bfloat16]\n"
+               "       %s compare DIR\n"
+               "       %s compare-joint DIR\n",
+               argv0, argv0, argv0, argv0, argv0);
   return 1;
 }
 
@@ -852,11 +1530,14 @@ int Usage(const char* argv0) {
 int main(int argc, char** argv) {
   using namespace tf_transducer;
   const std::string mode = argc > 1 ? argv[1] : "check";
+  const bool joint = mode == "bench-joint";
   std::vector<Shape> shapes = {
       {8, 150, 40, 500}, {32, 500, 100, 1024}, {16, 1000, 200, 4096}};
+  std::vector<JointShape> joint_shapes = {{8, 150, 40, 500, 256},
+                                          {32, 500, 100, 1024, 640}};
   int repeats = 10;
   std::string dtype = "float";
-  if (mode == "bench") {
+  if (mode == "bench" || joint) {
     for (int i = 2; i < argc; i += 2) {
       const std::string flag = argv[i];
       if (i + 1 >= argc) return Usage(argv[0]);
@@ -868,12 +1549,14 @@ int main(int argc, char** argv) {
         if (dtype != "float" && dtype != "half" && dtype != "bfloat16") {
           return Usage(argv[0]);
         }
-      } else if (flag != "--shapes" || !ParseShapes(argv[i + 1], &shapes)) {
+      } else if (flag != "--shapes" ||
+                 !(joint ? ParseJointShapes(argv[i + 1], &joint_shapes)
+                         : ParseShapes(argv[i + 1], &shapes))) {
         return Usage(argv[0]);
       }
     }
   } else if (!(mode == "check" && argc <= 2) &&
-             !(mode == "compare" && argc == 3)) {
+             !((mode == "compare" || mode == "compare-joint") && argc == 3)) {
     return Usage(argv[0]);
   }
 
@@ -895,5 +1578,11 @@ int main(int argc, char** argv) {
     if (dtype == "bfloat16") return Bench<BFloat16>(shapes, repeats);
     return Bench<float>(shapes, repeats);
   }
+  if (joint) {
+    if (dtype == "half") return BenchJoint<Half>(joint_shapes, repeats);
+    if (dtype == "bfloat16") return BenchJoint<BFloat16>(joint_shapes, repeats);
+    return BenchJoint<float>(joint_shapes, repeats);
+  }
+  if (mode == "compare-joint") return CompareJoint(argv[2]);
   return Compare(argv[2]);
 }

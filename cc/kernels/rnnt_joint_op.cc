@@ -184,20 +184,23 @@ absl::Status WideData(OpKernelContext* ctx, const Tensor& x, Tensor* wide,
   return absl::OkStatus();
 }
 
-// Reads and checks the joint's inputs: encoder [B, T, J], predictor
-// [B, S + 1, J], weight [J, C], bias [C], symbols [B, S].
-template <typename T, typename TfL>
-absl::Status ReadJointInputs(OpKernelContext* ctx, JointActivation activation,
-                             Tensor* wide_weight, Tensor* wide_bias,
-                             JointInputs<T, typename StorageOf<TfL>::type>* in,
-                             const Tensor** symbols_out) {
+// The joint's input tensors and their sizes.
+struct JointTensors {
   const Tensor *encoder, *predictor, *weight, *bias, *symbols;
-  TF_RETURN_IF_ERROR(ctx->input("encoder", &encoder));
-  TF_RETURN_IF_ERROR(ctx->input("predictor", &predictor));
-  TF_RETURN_IF_ERROR(ctx->input("weight", &weight));
-  TF_RETURN_IF_ERROR(ctx->input("bias", &bias));
-  TF_RETURN_IF_ERROR(ctx->input("symbols", &symbols));
-  const auto shape = [](const Tensor* x) { return x->shape().DebugString(); };
+  int64_t B, T_len, S, C, J;
+};
+
+// Reads and checks the shapes of the joint's inputs: encoder [B, T, J],
+// predictor [B, S + 1, J], weight [J, C], bias [C], symbols [B, S].
+absl::Status GetJointTensors(OpKernelContext* ctx, JointTensors* x) {
+  TF_RETURN_IF_ERROR(ctx->input("encoder", &x->encoder));
+  TF_RETURN_IF_ERROR(ctx->input("predictor", &x->predictor));
+  TF_RETURN_IF_ERROR(ctx->input("weight", &x->weight));
+  TF_RETURN_IF_ERROR(ctx->input("bias", &x->bias));
+  TF_RETURN_IF_ERROR(ctx->input("symbols", &x->symbols));
+  const Tensor *encoder = x->encoder, *predictor = x->predictor,
+               *weight = x->weight, *bias = x->bias, *symbols = x->symbols;
+  const auto shape = [](const Tensor* t) { return t->shape().DebugString(); };
   if (encoder->dims() != 3 || predictor->dims() != 3 || weight->dims() != 2 ||
       bias->dims() != 1 || symbols->dims() != 2) {
     return InvalidArgument(
@@ -229,18 +232,35 @@ absl::Status ReadJointInputs(OpKernelContext* ctx, JointActivation activation,
                            B, "; got weight ", shape(weight), ", bias ",
                            shape(bias), ", symbols ", shape(symbols));
   }
-  in->B = B;
-  in->T_len = T_len;
-  in->S = S;
-  in->C = C;
-  in->J = J;
-  in->encoder = TensorData<TfL>(*encoder);
-  in->predictor = TensorData<TfL>(*predictor);
+  x->B = B;
+  x->T_len = T_len;
+  x->S = S;
+  x->C = C;
+  x->J = J;
+  return absl::OkStatus();
+}
+
+// Reads and checks the joint's inputs (GetJointTensors) into `in`, weight
+// and bias widened to T on the host.
+template <typename T, typename TfL>
+absl::Status ReadJointInputs(OpKernelContext* ctx, JointActivation activation,
+                             Tensor* wide_weight, Tensor* wide_bias,
+                             JointInputs<T, typename StorageOf<TfL>::type>* in,
+                             const Tensor** symbols_out) {
+  JointTensors x;
+  TF_RETURN_IF_ERROR(GetJointTensors(ctx, &x));
+  in->B = x.B;
+  in->T_len = x.T_len;
+  in->S = x.S;
+  in->C = x.C;
+  in->J = x.J;
+  in->encoder = TensorData<TfL>(*x.encoder);
+  in->predictor = TensorData<TfL>(*x.predictor);
   in->activation = activation;
   TF_RETURN_IF_ERROR(
-      (WideData<T, TfL>(ctx, *weight, wide_weight, &in->weight)));
-  TF_RETURN_IF_ERROR((WideData<T, TfL>(ctx, *bias, wide_bias, &in->bias)));
-  *symbols_out = symbols;
+      (WideData<T, TfL>(ctx, *x.weight, wide_weight, &in->weight)));
+  TF_RETURN_IF_ERROR((WideData<T, TfL>(ctx, *x.bias, wide_bias, &in->bias)));
+  *symbols_out = x.symbols;
   return absl::OkStatus();
 }
 
@@ -267,6 +287,71 @@ ThreadPool* Workers(OpKernelContext* ctx) {
   return ctx->device()->tensorflow_cpu_worker_threads()->workers;
 }
 
+// The loss op's checks beyond GetJointTensors (symbols, boundary and
+// delay_penalty are host memory on every device): returns the boundary and
+// the delay penalty.
+template <typename Scalar>
+absl::Status CheckLossInputs(OpKernelContext* ctx, const JointAttrs& attrs,
+                             const JointTensors& x, const Tensor** boundary,
+                             Scalar* delay_penalty) {
+  const Tensor* penalty;
+  TF_RETURN_IF_ERROR(ctx->input("boundary", boundary));
+  TF_RETURN_IF_ERROR(ctx->input("delay_penalty", &penalty));
+  if (penalty->dims() != 0) {
+    return InvalidArgument("delay_penalty must be a scalar, got shape ",
+                           penalty->shape().DebugString());
+  }
+  *delay_penalty = penalty->scalar<Scalar>()();
+  if (!(*delay_penalty >= 0)) {
+    return InvalidArgument("delay_penalty must be >= 0, got ", *delay_penalty);
+  }
+  if (!(attrs.blank >= 0 && attrs.blank < x.C)) {
+    return InvalidArgument("termination_symbol must lie in [0, C) with C = ",
+                           x.C, " (from weight), got ", attrs.blank);
+  }
+  if (!(attrs.type == RnntType::kRegular || x.T_len >= x.S)) {
+    return InvalidArgument(
+        "modified and constrained RNN-T need T >= S, got T = ", x.T_len,
+        ", S = ", x.S);
+  }
+  TF_RETURN_IF_ERROR(
+      CheckSymbols(x.symbols->flat<int64_t>().data(), x.B, x.S, x.C));
+  return CheckBoundary(**boundary, x.B, x.S, x.T_len);
+}
+
+// The gradient op's inputs from the loss op: px_grad [B, S, T1], py_grad
+// [B, S + 1, T], normalizers [B, T, S + 1] and scale [B], checked with the
+// symbols and the blank.
+struct JointGradTensors {
+  const Tensor *px_grad, *py_grad, *norms, *scale;
+};
+
+absl::Status CheckGradInputs(OpKernelContext* ctx, const JointAttrs& attrs,
+                             const JointTensors& x, JointGradTensors* g) {
+  TF_RETURN_IF_ERROR(ctx->input("px_grad", &g->px_grad));
+  TF_RETURN_IF_ERROR(ctx->input("py_grad", &g->py_grad));
+  TF_RETURN_IF_ERROR(ctx->input("normalizers", &g->norms));
+  TF_RETURN_IF_ERROR(ctx->input("scale", &g->scale));
+  const int64_t B = x.B, T = x.T_len, S = x.S;
+  const int64_t T1 = attrs.type == RnntType::kRegular ? T + 1 : T;
+  // Inputs come from the loss op; check them all the same.
+  if (!(g->px_grad->shape() == TensorShape({B, S, T1}) &&
+        g->py_grad->shape() == TensorShape({B, S + 1, T}) &&
+        g->norms->shape() == TensorShape({B, T, S + 1}) &&
+        g->scale->shape() == TensorShape({B}))) {
+    return InvalidArgument(
+        "the joint RNN-T gradient op got inconsistent inputs: px_grad ",
+        g->px_grad->shape().DebugString(), ", py_grad ",
+        g->py_grad->shape().DebugString(), ", normalizers ",
+        g->norms->shape().DebugString(), ", scale ",
+        g->scale->shape().DebugString());
+  }
+  if (!(attrs.blank >= 0 && attrs.blank < x.C)) {
+    return InvalidArgument("termination_symbol must lie in [0, C)");
+  }
+  return CheckSymbols(x.symbols->flat<int64_t>().data(), B, S, x.C);
+}
+
 }  // namespace
 
 // Passes 1 and 2: the tiles' normalisers, px and py, then the recursion.
@@ -281,31 +366,17 @@ class RnntJointLossOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     JointInputs<Scalar, L> in;
     Tensor wide_weight, wide_bias;
-    const Tensor *symbols, *boundary, *penalty;
+    const Tensor *symbols, *boundary;
+    JointTensors x;
+    Scalar delay_penalty;
+    OP_REQUIRES_OK(ctx, GetJointTensors(ctx, &x));
+    OP_REQUIRES_OK(ctx,
+                   CheckLossInputs(ctx, attrs_, x, &boundary, &delay_penalty));
     OP_REQUIRES_OK(
         ctx, (ReadJointInputs<Scalar, TfL>(ctx, attrs_.activation, &wide_weight,
                                            &wide_bias, &in, &symbols)));
-    OP_REQUIRES_OK(ctx, ctx->input("boundary", &boundary));
-    OP_REQUIRES_OK(ctx, ctx->input("delay_penalty", &penalty));
     const int64_t B = in.B, T = in.T_len, S = in.S, C = in.C;
-    OP_REQUIRES(ctx, penalty->dims() == 0,
-                InvalidArgument("delay_penalty must be a scalar, got shape ",
-                                penalty->shape().DebugString()));
-    const Scalar delay_penalty = penalty->scalar<Scalar>()();
-    OP_REQUIRES(
-        ctx, delay_penalty >= 0,
-        InvalidArgument("delay_penalty must be >= 0, got ", delay_penalty));
-    OP_REQUIRES(ctx, attrs_.blank >= 0 && attrs_.blank < C,
-                InvalidArgument("termination_symbol must lie in [0, C) with "
-                                "C = ",
-                                C, " (from weight), got ", attrs_.blank));
-    OP_REQUIRES(ctx, attrs_.type == RnntType::kRegular || T >= S,
-                InvalidArgument("modified and constrained RNN-T need T >= S, "
-                                "got T = ",
-                                T, ", S = ", S));
     const int64_t* sym = symbols->flat<int64_t>().data();
-    OP_REQUIRES_OK(ctx, CheckSymbols(sym, B, S, C));
-    OP_REQUIRES_OK(ctx, CheckBoundary(*boundary, B, S, T));
     const int64_t T1 = attrs_.type == RnntType::kRegular ? T + 1 : T;
 
     Tensor *scores, *px_grad, *py_grad, *norms;
@@ -397,33 +468,19 @@ class RnntJointLossGradOp : public OpKernel {
     JointInputs<Scalar, L> in;
     Tensor wide_weight, wide_bias;
     const Tensor* symbols;
+    JointTensors x;
+    JointGradTensors inputs;
+    OP_REQUIRES_OK(ctx, GetJointTensors(ctx, &x));
+    OP_REQUIRES_OK(ctx, CheckGradInputs(ctx, attrs_, x, &inputs));
     OP_REQUIRES_OK(
         ctx, (ReadJointInputs<Scalar, TfL>(ctx, attrs_.activation, &wide_weight,
                                            &wide_bias, &in, &symbols)));
-    const Tensor *px_grad, *py_grad, *norms, *scale;
-    OP_REQUIRES_OK(ctx, ctx->input("px_grad", &px_grad));
-    OP_REQUIRES_OK(ctx, ctx->input("py_grad", &py_grad));
-    OP_REQUIRES_OK(ctx, ctx->input("normalizers", &norms));
-    OP_REQUIRES_OK(ctx, ctx->input("scale", &scale));
+    const Tensor *px_grad = inputs.px_grad, *py_grad = inputs.py_grad,
+                 *norms = inputs.norms, *scale = inputs.scale;
     const int64_t B = in.B, T = in.T_len, S = in.S, C = in.C, J = in.J;
     const bool regular = attrs_.type == RnntType::kRegular;
     const int64_t T1 = regular ? T + 1 : T;
-    // Inputs come from the loss op; check them all the same.
-    OP_REQUIRES(ctx,
-                px_grad->shape() == TensorShape({B, S, T1}) &&
-                    py_grad->shape() == TensorShape({B, S + 1, T}) &&
-                    norms->shape() == TensorShape({B, T, S + 1}) &&
-                    scale->shape() == TensorShape({B}),
-                InvalidArgument("the joint RNN-T gradient op got inconsistent "
-                                "inputs: px_grad ",
-                                px_grad->shape().DebugString(), ", py_grad ",
-                                py_grad->shape().DebugString(),
-                                ", normalizers ", norms->shape().DebugString(),
-                                ", scale ", scale->shape().DebugString()));
-    OP_REQUIRES(ctx, attrs_.blank >= 0 && attrs_.blank < C,
-                InvalidArgument("termination_symbol must lie in [0, C)"));
     const int64_t* sym = symbols->flat<int64_t>().data();
-    OP_REQUIRES_OK(ctx, CheckSymbols(sym, B, S, C));
 
     Tensor* outputs[4];
     const TensorShape shapes[4] = {TensorShape({B, T, J}),
@@ -574,5 +631,273 @@ TF_TRANSDUCER_REGISTER_JOINT(tensorflow::bfloat16, float);
 TF_TRANSDUCER_REGISTER_JOINT(float, float);
 TF_TRANSDUCER_REGISTER_JOINT(double, double);
 #undef TF_TRANSDUCER_REGISTER_JOINT
+
+#if GOOGLE_CUDA
+// The GPU kernels (gpu/rnnt_joint.cu): the same checks on the host (symbols,
+// boundary and delay_penalty are host memory), then the cells are planned
+// into chunks on the host and each chunk's kernels enqueued on TensorFlow's
+// stream.  Scratch beyond O(B T S): one chunk's h and l (and dh), at most
+// gpu::kJointScratchBytes, and partial sums of dW.
+namespace {
+
+using functor::GpuStream;
+using functor::LaunchResult;
+
+// n elements of T in device scratch `t`.
+template <typename T>
+absl::Status Scratch(OpKernelContext* ctx, int64_t n, Tensor* t, T** out) {
+  TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DataTypeToEnum<T>::value,
+                                        TensorShape({n}), t));
+  *out = t->flat<T>().data();
+  return absl::OkStatus();
+}
+
+// The buffers a RnntJointProblem points into.
+struct GpuJointScratch {
+  Tensor wide_weight, wide_bias, hidden, logits, row_cells, pieces;
+};
+
+// The joint's inputs (device) and the scratch of `plan`'s chunks.
+template <typename Scalar, typename TfL>
+absl::Status MakeGpuJointProblem(
+    OpKernelContext* ctx, const JointTensors& x, JointActivation activation,
+    const gpu::JointPlan& plan, GpuJointScratch* s,
+    gpu::RnntJointProblem<Scalar, typename StorageOf<TfL>::type>* p) {
+  using L = typename StorageOf<TfL>::type;
+  static_assert(sizeof(gpu::JointPiece) == 4 * sizeof(int64_t));
+  p->B = x.B;
+  p->T_len = x.T_len;
+  p->S = x.S;
+  p->C = x.C;
+  p->J = x.J;
+  p->encoder = TensorData<TfL>(*x.encoder);
+  p->predictor = TensorData<TfL>(*x.predictor);
+  p->weight = TensorData<TfL>(*x.weight);
+  p->bias = TensorData<TfL>(*x.bias);
+  p->activation = activation;
+  p->wide_weight = p->wide_bias = nullptr;
+  if constexpr (!std::is_same_v<Scalar, L>) {
+    TF_RETURN_IF_ERROR(
+        Scratch(ctx, x.J * x.C, &s->wide_weight, &p->wide_weight));
+    TF_RETURN_IF_ERROR(Scratch(ctx, x.C, &s->wide_bias, &p->wide_bias));
+  }
+  TF_RETURN_IF_ERROR(Scratch(ctx, plan.max_rows * x.J, &s->hidden, &p->hidden));
+  TF_RETURN_IF_ERROR(Scratch(ctx, plan.max_rows * x.C, &s->logits, &p->logits));
+  TF_RETURN_IF_ERROR(Scratch(ctx, plan.max_rows, &s->row_cells, &p->row_cells));
+  int64_t* pieces;
+  TF_RETURN_IF_ERROR(
+      Scratch(ctx, 4 * int64_t(plan.pieces.size()), &s->pieces, &pieces));
+  p->pieces = reinterpret_cast<gpu::JointPiece*>(pieces);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+template <typename TfL, typename Scalar>
+class RnntJointLossGpuOp : public OpKernel {
+  using L = typename StorageOf<TfL>::type;
+
+ public:
+  explicit RnntJointLossGpuOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), attrs_(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    JointTensors x;
+    const Tensor* boundary;
+    Scalar delay_penalty;
+    OP_REQUIRES_OK(ctx, GetJointTensors(ctx, &x));
+    OP_REQUIRES_OK(ctx,
+                   CheckLossInputs(ctx, attrs_, x, &boundary, &delay_penalty));
+    const int64_t B = x.B, T = x.T_len, S = x.S;
+    const int64_t T1 = attrs_.type == RnntType::kRegular ? T + 1 : T;
+    Tensor *scores, *px_grad, *py_grad, *norms;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({B}), &scores));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(1, TensorShape({B, S, T1}), &px_grad));
+    OP_REQUIRES_OK(
+        ctx, ctx->allocate_output(2, TensorShape({B, S + 1, T}), &py_grad));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(3, TensorShape({B, T, S + 1}), &norms));
+
+    const int64_t* host_boundary = boundary->flat<int64_t>().data();
+    const std::vector<int64_t> ranges =
+        gpu::JointBoundaryRanges(host_boundary, B, T);
+    const gpu::JointPlan plan = gpu::PlanJointChunks(
+        ranges.data(), B * T, T,
+        gpu::JointChunkCapacity(x.J, x.C, sizeof(Scalar), false));
+    GpuJointScratch scratch;
+    gpu::RnntJointProblem<Scalar, L> joint;
+    OP_REQUIRES_OK(
+        ctx, (MakeGpuJointProblem<Scalar, TfL>(ctx, x, attrs_.activation, plan,
+                                               &scratch, &joint)));
+
+    RnntProblem<Scalar, Scalar> pr;
+    Tensor px, py, symbols_copy, boundary_copy;
+    pr.B = B;
+    pr.T_len = T;
+    pr.S = S;
+    pr.C = x.C;
+    pr.R = S + 1;
+    pr.T1 = T1;
+    pr.logits = nullptr;  // each row comes from a chunk
+    pr.ranges = nullptr;
+    OP_REQUIRES_OK(ctx, functor::Int64Input<functor::GpuDevice>()(
+                            ctx, x.symbols->flat<int64_t>().data(), B * S,
+                            &symbols_copy, &pr.symbols));
+    OP_REQUIRES_OK(
+        ctx, functor::Int64Input<functor::GpuDevice>()(
+                 ctx, host_boundary, 4 * B, &boundary_copy, &pr.boundary));
+    OP_REQUIRES_OK(ctx, Scratch(ctx, B * S * T1, &px, &pr.px));
+    OP_REQUIRES_OK(ctx, Scratch(ctx, B * (S + 1) * T, &py, &pr.py));
+    pr.norms = norms->flat<Scalar>().data();
+    pr.blank = attrs_.blank;
+    pr.type = attrs_.type;
+    pr.delay_penalty = delay_penalty;
+    OP_REQUIRES_OK(ctx, LaunchResult(gpu::RnntJointLogProbs(joint, pr, plan,
+                                                            GpuStream(ctx)),
+                                     "the joint RNN-T loss's first pass"));
+    std::vector<char> illegal;
+    OP_REQUIRES_OK(ctx, (RnntRecursion<functor::GpuDevice, Scalar>(
+                            ctx, B, S, T, T1, pr.px, pr.py, pr.boundary, scores,
+                            px_grad, py_grad, &illegal)));
+    for (int64_t b = 0; b < B; ++b) {
+      OP_REQUIRES(
+          ctx, !illegal[b],
+          InvalidArgument("encoder, predictor, weight and bias must be finite: "
+                          "sequence ",
+                          b, " has a NaN or infinite logit"));
+    }
+  }
+
+ private:
+  JointAttrs attrs_;
+};
+
+template <typename TfL, typename Scalar>
+class RnntJointLossGradGpuOp : public OpKernel {
+  using L = typename StorageOf<TfL>::type;
+
+ public:
+  explicit RnntJointLossGradGpuOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), attrs_(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    JointTensors x;
+    JointGradTensors in;
+    OP_REQUIRES_OK(ctx, GetJointTensors(ctx, &x));
+    OP_REQUIRES_OK(ctx, CheckGradInputs(ctx, attrs_, x, &in));
+    const int64_t B = x.B, T = x.T_len, S = x.S, C = x.C, J = x.J;
+    const int64_t sizes[4] = {B * T * J, B * (S + 1) * J, J * C, C};
+    const TensorShape shapes[4] = {TensorShape({B, T, J}),
+                                   TensorShape({B, S + 1, J}),
+                                   TensorShape({J, C}), TensorShape({C})};
+    L* outputs[4];
+    for (int i = 0; i < 4; ++i) {
+      Tensor* out;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, shapes[i], &out));
+      outputs[i] = const_cast<L*>(TensorData<TfL>(*out));
+    }
+
+    gpu::RnntJointGradientProblem<Scalar, L> p;
+    RnntGradientProblem<Scalar, Scalar>& rows = p.rows;
+    Tensor symbols_copy;
+    rows.B = B;
+    rows.T_len = T;
+    rows.S = S;
+    rows.C = C;
+    rows.R = S + 1;
+    rows.T1 = attrs_.type == RnntType::kRegular ? T + 1 : T;
+    rows.logits = nullptr;  // each row comes from a chunk
+    rows.ranges = nullptr;
+    rows.grad = nullptr;
+    OP_REQUIRES_OK(ctx, functor::Int64Input<functor::GpuDevice>()(
+                            ctx, x.symbols->flat<int64_t>().data(), B * S,
+                            &symbols_copy, &rows.symbols));
+    rows.px_grad = in.px_grad->flat<Scalar>().data();
+    rows.py_grad = in.py_grad->flat<Scalar>().data();
+    rows.norms = in.norms->flat<Scalar>().data();
+    rows.scale = in.scale->flat<Scalar>().data();
+    rows.blank = attrs_.blank;
+    rows.constrained = attrs_.type == RnntType::kConstrained;
+    rows.emit = Scalar(1) + Scalar(attrs_.fastemit_lambda);
+    rows.clamp = Scalar(attrs_.clamp);
+
+    // The cells whose gradient is not zero, frame by frame, planned on the
+    // host.
+    Tensor device_ranges;
+    int64_t* ranges;
+    OP_REQUIRES_OK(ctx, Scratch(ctx, 2 * B * T, &device_ranges, &ranges));
+    OP_REQUIRES_OK(
+        ctx, LaunchResult(gpu::RnntJointUsedRanges(p, ranges, GpuStream(ctx)),
+                          "the joint RNN-T gradient's used cells"));
+    std::vector<int64_t> host_ranges(2 * B * T);
+    OP_REQUIRES_OK(
+        ctx, LaunchResult(
+                 gpu::CopyToHost(host_ranges.data(), ranges,
+                                 2 * B * T * sizeof(int64_t), GpuStream(ctx)),
+                 "a copy from the GPU"));
+    const gpu::JointPlan plan = gpu::PlanJointChunks(
+        host_ranges.data(), B * T, T,
+        gpu::JointChunkCapacity(J, C, sizeof(Scalar), true));
+    GpuJointScratch scratch;
+    OP_REQUIRES_OK(
+        ctx, (MakeGpuJointProblem<Scalar, TfL>(ctx, x, attrs_.activation, plan,
+                                               &scratch, &p.joint)));
+    Tensor d_hidden, partial, sums[4];
+    OP_REQUIRES_OK(ctx,
+                   Scratch(ctx, plan.max_rows * J, &d_hidden, &p.d_hidden));
+    p.max_splits = gpu::JointWeightSplits(J, C, sizeof(Scalar));
+    OP_REQUIRES_OK(
+        ctx, Scratch(ctx, p.max_splits > 1 ? p.max_splits * (J * C + C) : 0,
+                     &partial, &p.partial));
+    Scalar* acc[4];
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (std::is_same_v<Scalar, L>) {
+        acc[i] = outputs[i];
+      } else {
+        OP_REQUIRES_OK(ctx, Scratch(ctx, sizes[i], &sums[i], &acc[i]));
+      }
+    }
+    p.acc_encoder = acc[0];
+    p.acc_predictor = acc[1];
+    p.acc_weight = acc[2];
+    p.acc_bias = acc[3];
+    p.d_encoder = outputs[0];
+    p.d_predictor = outputs[1];
+    p.d_weight = outputs[2];
+    p.d_bias = outputs[3];
+    OP_REQUIRES_OK(ctx,
+                   LaunchResult(gpu::RnntJointGradient(p, plan, GpuStream(ctx)),
+                                "the joint RNN-T loss's gradient"));
+  }
+
+ private:
+  JointAttrs attrs_;
+};
+
+// The integer inputs and the delay penalty stay on the host, where they are
+// checked before anything is launched.
+#define TF_TRANSDUCER_REGISTER_JOINT_GPU(TL, T)                 \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntJointLoss")     \
+                              .Device(tensorflow::DEVICE_GPU)   \
+                              .HostMemory("symbols")            \
+                              .HostMemory("boundary")           \
+                              .HostMemory("delay_penalty")      \
+                              .TypeConstraint<TL>("T")          \
+                              .TypeConstraint<T>("Tacc"),       \
+                          RnntJointLossGpuOp<TL, T>);           \
+  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntJointLossGrad") \
+                              .Device(tensorflow::DEVICE_GPU)   \
+                              .HostMemory("symbols")            \
+                              .TypeConstraint<TL>("T")          \
+                              .TypeConstraint<T>("Tacc"),       \
+                          RnntJointLossGradGpuOp<TL, T>)
+
+TF_TRANSDUCER_REGISTER_JOINT_GPU(Eigen::half, float);
+TF_TRANSDUCER_REGISTER_JOINT_GPU(tensorflow::bfloat16, float);
+TF_TRANSDUCER_REGISTER_JOINT_GPU(float, float);
+TF_TRANSDUCER_REGISTER_JOINT_GPU(double, double);
+#undef TF_TRANSDUCER_REGISTER_JOINT_GPU
+#endif  // GOOGLE_CUDA
 
 }  // namespace tf_transducer

@@ -17,7 +17,7 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import tf_transducer as tt
-from tf_transducer.ops import _loader, rnnt, rnnt_pruned
+from tf_transducer.ops import _loader, rnnt, rnnt_joint, rnnt_pruned
 
 GPU_OPS = [
     "TfTransducerMutualInformation",
@@ -25,7 +25,10 @@ GPU_OPS = [
     "TfTransducerRnntLossGrad",
     "TfTransducerRnntLossPruned",
     "TfTransducerRnntLossPrunedGrad",
+    "TfTransducerRnntJointLoss",
+    "TfTransducerRnntJointLossGrad",
 ]
+JOINT_OPS = GPU_OPS[-2:]
 HAS_GPU = bool(tf.config.list_physical_devices("GPU"))
 gpu_only = pytest.mark.skipif(
     not (HAS_GPU and _loader.built_with_gpu_kernels()),
@@ -53,6 +56,19 @@ def test_cuda_build_registers_every_op_for_the_gpu():
     for name in GPU_OPS:
         assert ("GPU", tf.float32.as_datatype_enum) in _devices(name), name
         assert ("GPU", tf.float64.as_datatype_enum) in _devices(name), name
+
+
+@pytest.mark.skipif(
+    os.environ.get("TT_EXPECT_GPU_KERNELS") != "1",
+    reason="checks a CUDA build: run by `make test-cuda-build`",
+)
+def test_cuda_build_registers_the_joint_loss_for_every_input_dtype():
+    for name in JOINT_OPS:
+        want = {
+            ("GPU", dtype.as_datatype_enum)
+            for dtype in (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+        }
+        assert want <= set(_devices(name)), name
 
 
 def test_the_library_says_whether_it_has_gpu_kernels():
@@ -190,4 +206,91 @@ def test_gpu_kernels_reject_bad_input_before_launch():
         with pytest.raises(tf.errors.InvalidArgumentError, match="symbols"):
             rnnt.rnnt_loss(
                 logits, tf.constant([[1, 9]], tf.int64), termination_symbol=0
+            )
+
+
+def _on_all(device, fn, *args):
+    """fn's value and its gradients with respect to every argument."""
+    with tf.device(device):
+        args = [tf.identity(a) for a in args]
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            loss = fn(*args)
+        return [loss, *tape.gradient(loss, args)]
+
+
+def _joint_problem(dtype, B=3, T=9, S=4, J=7, C=13, seed=3):
+    rng = np.random.default_rng(seed)
+    inputs = [
+        tf.cast(rng.normal(size=shape), dtype)
+        for shape in ([B, T, J], [B, S + 1, J], [J, C], [C])
+    ]
+    symbols = tf.constant(rng.integers(1, C, size=[B, S]), tf.int64)
+    return inputs, symbols
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype,rtol", [(tf.float32, 1e-4), (tf.float64, 1e-10)])
+@pytest.mark.parametrize("rnnt_type", ["regular", "modified", "constrained"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize(
+    "options", [{}, {"clamp": 0.05, "fastemit_lambda": 0.01, "delay_penalty": 0.1}]
+)
+def test_joint_loss_gpu_equals_cpu(dtype, rtol, rnnt_type, activation, options):
+    inputs, symbols = _joint_problem(dtype)
+    T, S = inputs[0].shape[1], symbols.shape[1]
+
+    def loss(*args):
+        return rnnt_joint.rnnt_loss_joint(
+            *args,
+            symbols,
+            termination_symbol=3,
+            activation=activation,
+            rnnt_type=rnnt_type,
+            logit_lengths=tf.constant([T, T - 2, S + 1], tf.int64),
+            label_lengths=tf.constant([S, S - 1, 1], tf.int64),
+            reduction="sum",
+            **options,
+        )
+
+    cpu = _on_all("/CPU:0", loss, *inputs)
+    gpu = _on_all("/GPU:0", loss, *inputs)
+    for name, c, g in zip(["loss", "de", "dp", "dW", "dc"], cpu, gpu, strict=True):
+        np.testing.assert_allclose(g, c, rtol=rtol, atol=rtol, err_msg=name)
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype,rtol", [(tf.float16, 2e-3), (tf.bfloat16, 1e-2)])
+def test_joint_loss_16_bit_inputs_on_the_gpu(dtype, rtol):
+    inputs, symbols = _joint_problem(dtype, seed=4)
+
+    def loss(*args):
+        return rnnt_joint.rnnt_loss_joint(
+            *args, symbols, termination_symbol=0, reduction="sum"
+        )
+
+    cpu = _on_all("/CPU:0", loss, *inputs)
+    gpu = _on_all("/GPU:0", loss, *inputs)
+    for name, c, g in zip(["loss", "de", "dp", "dW", "dc"], cpu, gpu, strict=True):
+        assert g.dtype == (tf.float32 if name == "loss" else dtype), name
+        np.testing.assert_allclose(
+            tf.cast(g, tf.float64), tf.cast(c, tf.float64), rtol=rtol, atol=rtol,
+            err_msg=name,
+        )  # fmt: skip
+
+
+@gpu_only
+def test_joint_loss_gpu_rejects_bad_input_before_launch():
+    inputs, _ = _joint_problem(tf.float32)
+    with tf.device("/GPU:0"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="symbols"):
+            rnnt_joint.rnnt_loss_joint(
+                *inputs, tf.constant([[1, 99, 2, 3]] * 3, tf.int64), 0
+            )
+        bad = tf.tensor_scatter_nd_update(
+            inputs[0], [[1, 0, 0]], tf.constant([np.nan], tf.float32)
+        )
+        with pytest.raises(tf.errors.InvalidArgumentError, match="sequence 1"):
+            rnnt_joint.rnnt_loss_joint(
+                bad, *inputs[1:], tf.constant([[1, 2, 3, 4]] * 3, tf.int64), 0
             )

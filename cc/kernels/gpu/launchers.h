@@ -10,10 +10,13 @@
 #ifndef TF_TRANSDUCER_CC_KERNELS_GPU_LAUNCHERS_H_
 #define TF_TRANSDUCER_CC_KERNELS_GPU_LAUNCHERS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "cc/kernels/mutual_information_cell.h"
+#include "cc/kernels/rnnt_joint.h"
 #include "cc/kernels/rnnt_loss.h"
 
 namespace tf_transducer {
@@ -60,6 +63,131 @@ LaunchStatus RnntLogProbs(const RnntProblem<T, L>& p, void* stream);
 // logit read once and each gradient element written once.
 template <typename T, typename L>
 LaunchStatus RnntGradient(const RnntGradientProblem<T, L>& p, void* stream);
+
+// ---------------------------------------------------------------------------
+// The RNN-T loss fused with its joint network (rnnt_joint.cu; the formulas
+// are in rnnt_joint_op.cc).  The cells (b, t, s) that take part are cut into
+// chunks of at most a capacity of rows; per chunk the kernels form
+// h = act(e[b, t] + p[b, s]) [rows, J] and l = h W + c [rows, C] in scratch,
+// so that nothing of size [B, T, S + 1, J] or [B, T, S + 1, C] exists.  A
+// chunk holds pieces: runs of consecutive positions s of one frame
+// f = b * T + t.  The host plans the chunks (PlanJointChunks) from each
+// frame's range of used positions; the launchers then enqueue every chunk's
+// kernels on `stream`, one chunk after the other.
+
+// Positions s0 .. s0 + rows - 1 of frame `frame`, rows first_row .. of its
+// chunk.
+struct JointPiece {
+  int64_t frame, s0, rows, first_row;
+};
+
+// Pieces [piece_begin, piece_end) of the plan, `rows` rows in all, of
+// sequences b_first ..= b_last.
+struct JointChunk {
+  int64_t piece_begin, piece_end, rows, b_first, b_last;
+};
+
+struct JointPlan {
+  std::vector<JointPiece> pieces;
+  std::vector<JointChunk> chunks;
+  int64_t max_rows = 0;  // rows of the largest chunk (0: no chunk)
+};
+
+// Scratch the chunk buffers may take, and the most partial sums of dW.
+constexpr int64_t kJointScratchBytes = int64_t(64) << 20;
+constexpr int64_t kJointMaxSplits = 8;
+
+// Rows per chunk: h [rows, J] and l [rows, C] (and for the gradient dh
+// [rows, J]) of `scalar_bytes` each within kJointScratchBytes, a multiple of
+// 128 in [128, 2^20].
+inline int64_t JointChunkCapacity(int64_t J, int64_t C, size_t scalar_bytes,
+                                  bool gradient) {
+  const int64_t per_row = ((gradient ? 2 : 1) * J + C) * int64_t(scalar_bytes);
+  const int64_t rows = std::min<int64_t>(kJointScratchBytes / per_row, 1 << 20);
+  return std::max<int64_t>(128, rows / 128 * 128);
+}
+
+// How many partial sums of dW [J, C] and dc [C] the gradient may keep (the
+// product over a chunk's rows is split over them; 1: none kept, the product
+// adds into dW itself).
+inline int64_t JointWeightSplits(int64_t J, int64_t C, size_t scalar_bytes) {
+  const int64_t fit =
+      kJointScratchBytes / ((J * C + C) * int64_t(scalar_bytes));
+  return std::max<int64_t>(1, std::min<int64_t>(kJointMaxSplits, fit));
+}
+
+// ranges [frames, 2] (host) of the forward pass: frame b * T + t holds
+// positions boundary[b, 0] ..= boundary[b, 2] when boundary[b, 1] <= t <
+// boundary[b, 3], none (first > last) otherwise.
+std::vector<int64_t> JointBoundaryRanges(const int64_t* boundary, int64_t B,
+                                         int64_t T_len);
+
+// The chunks of the frames' used positions: ranges [frames, 2] (host) holds
+// each frame's first and last used position (first > last: none).  Pieces
+// follow the frames in order and fill each chunk up to `capacity` rows; a
+// frame that does not fit is split, so a frame has at most one piece per
+// chunk.
+JointPlan PlanJointChunks(const int64_t* ranges, int64_t frames, int64_t T_len,
+                          int64_t capacity);
+
+// The joint's inputs and the chunk scratch, all device pointers.  Inputs of
+// type L (float, double, Half, BFloat16), the maths in T.
+template <typename T, typename L>
+struct RnntJointProblem {
+  int64_t B, T_len, S, C, J;
+  const L* encoder;    // [B, T, J]
+  const L* predictor;  // [B, S + 1, J]
+  const L* weight;     // [J, C]
+  const L* bias;       // [C]
+  JointActivation activation;
+  T* wide_weight;      // [J, C] and [C]: weight and bias widened to T
+  T* wide_bias;        // (16-bit inputs only; null when L is T)
+  T* hidden;           // [max_rows, J]
+  T* logits;           // [max_rows, C]
+  int64_t* row_cells;  // [max_rows]: each row's cell (b * T + t) * (S + 1) + s
+  JointPiece* pieces;  // [plan.pieces.size()]
+};
+
+// Pass 1 of the joint loss: px and py filled with -inf and the normalisers
+// with 0, then every planned row's normaliser, px and py written (the rows
+// of `plan`, from JointBoundaryRanges), then the px rows finished.  `rows`
+// gives the loss's options and its px, py, norms, symbols and boundary
+// (device; its logits and ranges are unused, R = S + 1).  The recursion
+// (MutualInformation) follows, as for RnntLogProbs.
+template <typename T, typename L>
+LaunchStatus RnntJointLogProbs(const RnntJointProblem<T, L>& joint,
+                               const RnntProblem<T, T>& rows,
+                               const JointPlan& plan, void* stream);
+
+// The gradient op's problem: `rows` holds px_grad, py_grad, norms, scale,
+// symbols and the options (its logits, ranges and grad are unused,
+// R = S + 1); d_* are the outputs (type L) and acc_* their sums in T (the
+// outputs themselves when L is T).  d_hidden [max_rows, J]; partial
+// [max_splits, J * C + C] when max_splits > 1 (JointWeightSplits).
+template <typename T, typename L>
+struct RnntJointGradientProblem {
+  RnntJointProblem<T, L> joint;
+  RnntGradientProblem<T, T> rows;
+  T* d_hidden;
+  T* partial;
+  int64_t max_splits;
+  T *acc_encoder, *acc_predictor, *acc_weight, *acc_bias;
+  L *d_encoder, *d_predictor, *d_weight, *d_bias;
+};
+
+// ranges [B * T, 2] (device): each frame's first and last position whose
+// gradient is not zero (gx + gy != 0), first > last when none.  Copied to
+// the host, they are what PlanJointChunks plans the gradient from.
+template <typename T, typename L>
+LaunchStatus RnntJointUsedRanges(const RnntJointGradientProblem<T, L>& p,
+                                 int64_t* ranges, void* stream);
+
+// Pass 3: the gradients of encoder, predictor, weight and bias, chunk by
+// chunk of `plan`.  Deterministic: every sum is taken in a fixed order (no
+// atomics).
+template <typename T, typename L>
+LaunchStatus RnntJointGradient(const RnntJointGradientProblem<T, L>& p,
+                               const JointPlan& plan, void* stream);
 
 }  // namespace gpu
 }  // namespace tf_transducer
