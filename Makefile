@@ -39,7 +39,7 @@ test: build
 # benchmarks/BENCHMARKS.md).  The last three measure the demo's trained run,
 # so `make demo` runs first when there is none.  bench_gpu needs a GPU: it is
 # part of `make gpu-check`.
-BENCHMARKS := bench_mutual_information bench_rnnt_loss rss_rnnt_loss \
+BENCHMARKS := bench_mutual_information bench_rnnt_loss rss_rnnt_loss bench_fast_rnnt \
   bench_joint_loss bench_half_logits bench_pipeline bench_spec_augment bench_deepspeech \
   bench_lattice bench_neural_transducer bench_multiworker \
   bench_transducer bench_tflite bench_real_speech

@@ -173,4 +173,40 @@ REGISTER_OP("TfTransducerRnntLossPrunedGrad")
 scale[b] * d scores[b] / d logits for TfTransducerRnntLossPruned.
 )doc");
 
+REGISTER_OP("TfTransducerRnntPruningGrad")
+    .Input("am_pruned_grad: T")
+    .Input("lm_pruned_grad: T")
+    .Input("ranges: int64")
+    .Input("lm_rows: int64")
+    .Output("am_grad: T")
+    .Output("lm_grad: T")
+    .Attr("T: {half, bfloat16, float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle am_pruned, lm_pruned, ranges, leading, rows;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &am_pruned));
+      TF_RETURN_IF_ERROR(c->Merge(am_pruned, c->input(1), &lm_pruned));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &ranges));
+      TF_RETURN_IF_ERROR(c->Subshape(lm_pruned, 0, 3, &leading));
+      TF_RETURN_IF_ERROR(c->Merge(ranges, leading, &ranges));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 0, &rows));
+      DimensionHandle lm_rows;
+      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(3, &lm_rows));
+      const DimensionHandle batch = c->Dim(lm_pruned, 0),
+                            classes = c->Dim(lm_pruned, 3);
+      c->set_output(0, c->MakeShape({batch, c->Dim(lm_pruned, 1), classes}));
+      c->set_output(1, c->MakeShape({batch, lm_rows, classes}));
+      return Status();
+    })
+    .Doc(R"doc(
+The gradient of do_rnnt_pruning (am_pruned = am broadcast over the s_range
+rows, lm_pruned[b, t, j] = lm[b, ranges[b, t, j]]) in one pass:
+
+  am_grad[b, t]  = sum_j am_pruned_grad[b, t, j]                  [B, T, C]
+  lm_grad[b, s]  = sum over (t, j) with ranges[b, t, j] = s of
+                   lm_pruned_grad[b, t, j]                        [B, S + 1, C]
+
+lm_rows: S + 1, the rows of lm; every range must lie in [0, lm_rows).
+Sums of half and bfloat16 run in float.
+)doc");
+
 }  // namespace tf_transducer

@@ -79,7 +79,7 @@ def test_the_library_says_whether_it_has_gpu_kernels():
 
 
 def test_gpu_users_without_the_fused_kernel_are_told_once(monkeypatch, caplog):
-    monkeypatch.setattr(_loader, "_gpu_visible", lambda: True)
+    monkeypatch.setattr(_loader, "gpu_visible", lambda: True)
     monkeypatch.setattr(_loader, "built_with_gpu_kernels", lambda path=None: False)
     monkeypatch.setattr(_loader, "_noted_paths", set())
     logits = tf.random.normal([2, 4, 3, 5], seed=1)
@@ -105,7 +105,7 @@ def test_gpu_users_without_the_fused_kernel_are_told_once(monkeypatch, caplog):
 
 
 def test_no_gpu_no_log_line(monkeypatch, caplog):
-    monkeypatch.setattr(_loader, "_gpu_visible", lambda: False)
+    monkeypatch.setattr(_loader, "gpu_visible", lambda: False)
     monkeypatch.setattr(_loader, "_noted_paths", set())
     with caplog.at_level(logging.WARNING, logger="tf_transducer"):
         tt.ops.mutual_information_recursion(tf.zeros([1, 2, 3]), tf.zeros([1, 3, 2]))

@@ -87,6 +87,98 @@ def test_do_rnnt_pruning_gathers_the_kept_rows():
     np.testing.assert_array_equal(am_p[0, 2, 0], am[0, 2])
 
 
+def _pruning_grads(am, lm, ranges, weights, prune):
+    am, lm = tf.constant(am), tf.constant(lm)
+    with tf.GradientTape() as tape:
+        tape.watch([am, lm])
+        am_p, lm_p = prune(am, lm, ranges)
+        loss = sum(
+            tf.reduce_sum(tf.cast(x, tf.float64) * w)
+            for x, w in zip((am_p, lm_p), weights, strict=True)
+        )
+    return tape.gradient(loss, [am, lm])
+
+
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32, tf.float16, tf.bfloat16])
+def test_do_rnnt_pruning_op_gradient_equals_tensorflows(dtype):
+    # The CPU op's one-pass gradient against TensorFlow's (gather + broadcast)
+    # in float64, with rows used by several frames and by none, and C over
+    # one block of 128. The upstream gradients are quarters (exact in every
+    # type) and their sums too, so every type must give them exactly.
+    rng = np.random.default_rng(12)
+    am = tf.cast(rng.normal(size=(3, 6, 130)), dtype)
+    lm = tf.cast(rng.normal(size=(3, 7, 130)), dtype)
+    begin = np.array([[0, 0, 1, 3, 3, 4], [0, 1, 2, 2, 2, 2], [0, 0, 0, 0, 0, 0]])
+    ranges = tf.constant(begin[..., np.newaxis] + np.arange(3))
+    weights = rng.integers(-8, 9, size=(2, 3, 6, 3, 130)) / 4
+    assert rnnt_pruned._pruning_op_applies(am, lm)
+    got = _pruning_grads(am, lm, ranges, weights, rnnt_pruned.do_rnnt_pruning)
+    wide = [tf.cast(x, tf.float64) for x in (am, lm)]
+    want = _pruning_grads(*wide, ranges, weights, rnnt_pruned._prune)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == dtype
+        np.testing.assert_array_equal(tf.cast(g, tf.float64), w)
+
+
+def test_do_rnnt_pruning_op_gradient_traced_and_one_output_used():
+    rng = np.random.default_rng(13)
+    am, lm = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 5, 3))
+    ranges = tf.constant([[[0, 1], [1, 2], [1, 2], [3, 4]]] * 2, tf.int64)
+    spec = tf.TensorSpec([None, None, None], tf.float64)
+
+    @tf.function(input_signature=[spec, spec])
+    def lm_only(am, lm):
+        with tf.GradientTape() as tape:
+            tape.watch([am, lm])
+            _, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
+            loss = tf.reduce_sum(lm_p**2)
+        return tape.gradient(
+            loss, [am, lm], unconnected_gradients=tf.UnconnectedGradients.ZERO
+        )
+
+    d_am, d_lm = lm_only(tf.constant(am), tf.constant(lm))
+    np.testing.assert_array_equal(d_am, np.zeros_like(am))
+    want = np.zeros_like(lm)
+    for b in range(2):
+        for rows in ranges[b].numpy():
+            want[b, rows] += 2 * lm[b, rows]
+    np.testing.assert_allclose(d_lm, want, rtol=1e-12)
+
+
+def test_pruning_grad_op_names_bad_ranges():
+    op = tt.ops._loader.op_library().tf_transducer_rnnt_pruning_grad
+    grads = tf.zeros([1, 2, 2, 3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"ranges must lie in"):
+        op(
+            grads,
+            grads,
+            tf.constant([[[0, 1], [4, 5]]], tf.int64),
+            tf.constant(5, tf.int64),
+        )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"lm_rows .* >= 1"):
+        op(grads, grads, tf.zeros([1, 2, 2], tf.int64), tf.constant(0, tf.int64))
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=r"ranges"):
+        op(grads, grads, tf.zeros([1, 2, 3], tf.int64), tf.constant(5, tf.int64))
+
+
+def test_do_rnnt_pruning_keeps_tensorflows_gradient_under_xla():
+    rng = np.random.default_rng(14)
+    am, lm = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 5, 3))
+    ranges = tf.constant([[[0, 1], [1, 2], [1, 2], [3, 4]]] * 2, tf.int64)
+
+    def grads(am, lm):
+        with tf.GradientTape() as tape:
+            tape.watch([am, lm])
+            am_p, lm_p = rnnt_pruned.do_rnnt_pruning(am, lm, ranges)
+            loss = tf.reduce_sum(am_p * lm_p)
+        return tape.gradient(loss, [am, lm])
+
+    eager = grads(tf.constant(am), tf.constant(lm))
+    xla = tf.function(grads, jit_compile=True)(tf.constant(am), tf.constant(lm))
+    for e, x in zip(eager, xla, strict=True):
+        np.testing.assert_allclose(e, x, rtol=1e-12)
+
+
 @pytest.mark.parametrize("rnnt_type", TYPES)
 def test_pruned_loss_with_full_range_equals_the_full_loss(rnnt_type):
     rng = np.random.default_rng(3)

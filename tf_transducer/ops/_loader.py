@@ -47,7 +47,7 @@ def built_with_gpu_kernels(path: str = LIBRARY_PATH) -> bool:
 
 
 @functools.cache
-def _gpu_visible() -> bool:
+def gpu_visible() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
 
@@ -60,7 +60,7 @@ def note_cpu_or_xla_path(xla: bool) -> None:
     That happens under XLA (the pure-TF path runs) or with a library built
     without CUDA (the CPU kernels run). Silent without a GPU.
     """
-    if not _gpu_visible():
+    if not gpu_visible():
         return
     if xla:
         path = "xla"

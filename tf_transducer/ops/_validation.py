@@ -147,20 +147,24 @@ def finite_or_neg_inf(x: tf.Tensor, name: str, neg_inf: bool = True) -> Any:
     """A check that x holds no NaN or +inf (-inf is a legal log-weight).
 
     With neg_inf=False, -inf is refused too (probabilities, occupations).
+    The first offending value and its index, for the message, are looked for
+    only when there is one.
     """
     if in_xla_context():
         return None
-    legal = tf.math.is_finite(x)
-    if neg_inf:
-        legal |= tf.equal(x, float("-inf"))
-    value, index = first_bad(~legal, x)
+    # x < inf is false for NaN and +inf alone.
+    legal = x < float("inf") if neg_inf else tf.math.is_finite(x)
+    ok = tf.reduce_all(legal)
     what = "finite or -inf" if neg_inf else "finite"
-    return require(
-        tf.reduce_all(legal),
-        f"{name} must be {what}; got {{}} at index {{}}",
-        value,
-        index,
-    )
+    template = f"{name} must be {what}; got {{}} at index {{}}"
+    if tf.executing_eagerly():
+        return None if bool(ok) else require(ok, template, *first_bad(~legal, x))
+
+    def nothing():
+        return tf.zeros([1], x.dtype), tf.zeros([1, tf.rank(x)], tf.int64)
+
+    value, index = tf.cond(ok, nothing, lambda: first_bad(~legal, x))
+    return require(ok, template, value, index)
 
 
 def prepare_inputs(

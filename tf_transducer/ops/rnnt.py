@@ -254,7 +254,7 @@ def get_rnnt_logprobs(
         def logprobs(lm, am):
             parts = _simple_parts(lm, am, symbols, termination_symbol, rnnt_type)
             px = parts.px_am + parts.px_lm
-            px -= _pad_frames(parts.normalizers[:, :-1], rnnt_type)
+            px -= _pad_frames(_split_last_row(parts.normalizers)[0], rnnt_type)
             py = parts.py_am + parts.py_lm - parts.normalizers
             return px, py, parts.fits
 
@@ -270,6 +270,15 @@ def _tiny(dtype):
 # log() loses precision and its gradient 1 / x overflows once summed over
 # frames, so the log-probs are computed again in float64.
 _FLOAT32_SAFE_MIN = 1e-30
+
+
+def _split_last_row(x):
+    """x [B, R, ...] -> (x[:, :-1], x[:, -1:]).
+
+    A split, whose gradient is a concat: a strided slice's is several times
+    slower.
+    """
+    return tf.split(x, tf.stack([tf.shape(x)[1] - 1, 1]), axis=1)
 
 
 def _pad_frames(x, rnnt_type):
@@ -342,8 +351,10 @@ def _simple_loss_inputs(
     if boundary is not None:
         boundary = _check_boundary(boundary, _dim(lm, 0))
         rows, frames = _used_by_boundary(boundary, lm, am)
-        lm = tf.where(rows[..., tf.newaxis], lm, tf.zeros_like(lm))
-        am = tf.where(frames[..., tf.newaxis], am, tf.zeros_like(am))
+        # 0 where the mask is 0, even for NaN or inf (a broadcast select
+        # costs several times this product).
+        lm = tf.math.multiply_no_nan(lm, tf.cast(rows, lm.dtype)[..., tf.newaxis])
+        am = tf.math.multiply_no_nan(am, tf.cast(frames, am.dtype)[..., tf.newaxis])
     finite_or_neg_inf(lm, "lm")
     finite_or_neg_inf(am, "am")
     return lm, am
@@ -403,27 +414,21 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
         fits = tf.reduce_all(products >= _FLOAT32_SAFE_MIN)
     else:
         fits = tf.constant(True)
-    # am at the symbols and at the blank, [B, S + 1, T], as one matmul with
-    # one-hot rows: its gradient is one [B, T, C] product (a gather and a
-    # slice would each build their own [B, T, C] gradient).
-    picks = tf.one_hot(
-        tf.concat(
-            [
-                symbols,
-                tf.fill(
-                    [tf.shape(symbols)[0], 1],
-                    tf.cast(termination_symbol, symbols.dtype),
-                ),
-            ],
-            axis=1,
-        ),
-        tf.shape(am)[2],
-        dtype=am.dtype,
+    # picks: the symbols, then the blank, [B, S + 1]. One gather of am and
+    # one of lm read every term of px and py; their gradients are scatters
+    # into zeros (no slice of am or lm on the gradient path).
+    blanks = tf.fill(
+        [tf.shape(symbols)[0], tf.shape(symbols)[1] + 1],
+        tf.cast(termination_symbol, symbols.dtype),
     )
-    # -inf entries become the lowest finite value, so that 0 * am stays 0.
-    am_finite = tf.maximum(am, am.dtype.min)
-    am_picked = tf.matmul(picks, am_finite, transpose_b=True)  # [B, S + 1, T]
-    px_am = am_picked[:, :-1]
+    picks = tf.concat([symbols, blanks[:, :1]], axis=1)
+    am_picked = tf.transpose(
+        tf.gather(am, picks, axis=2, batch_dims=1), [0, 2, 1]
+    )  # [B, S + 1, T]
+    lm_picked = tf.gather(
+        lm, tf.stack([picks, blanks], axis=2), axis=2, batch_dims=2
+    )  # [B, S + 1, 2]: lm at picks, lm at the blank
+    px_am, py_am = _split_last_row(am_picked)
     if rnnt_type == "regular":
         px_am = tf.pad(px_am, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
     return _SimpleParts(
@@ -433,9 +438,9 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
         am_probs=am_probs,
         normalizers=normalizers,
         px_am=px_am,
-        px_lm=tf.gather(lm[:, :-1], symbols[..., tf.newaxis], axis=2, batch_dims=2),
-        py_am=am_picked[:, -1:],
-        py_lm=lm[:, :, termination_symbol, tf.newaxis],
+        px_lm=_split_last_row(lm_picked)[0][..., :1],
+        py_am=py_am,
+        py_lm=lm_picked[:, :, 1:],
         fits=fits,
     )
 

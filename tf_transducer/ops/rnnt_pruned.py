@@ -222,9 +222,55 @@ def do_rnnt_pruning(
                 )
         with after(*checks):
             ranges = _check_ranges(ranges, _dim(am, 0), _dim(am, 1), _dim(lm, 1) - 1)
-        lm_pruned = tf.gather(lm, ranges, axis=1, batch_dims=1)
-        am_pruned = tf.broadcast_to(am[:, :, tf.newaxis, :], tf.shape(lm_pruned))
-        return am_pruned, lm_pruned
+        if _pruning_op_applies(am, lm):
+            return _prune_with_op_gradient(am, lm, ranges)
+        return _prune(am, lm, ranges)
+
+
+def _prune(am: tf.Tensor, lm: tf.Tensor, ranges: tf.Tensor):
+    """(am_pruned, lm_pruned) [B, T, s_range, C] by TensorFlow ops."""
+    lm_pruned = tf.gather(lm, ranges, axis=1, batch_dims=1)
+    # expand_dims, not am[:, :, tf.newaxis]: a reshape's gradient is free.
+    am_pruned = tf.broadcast_to(tf.expand_dims(am, 2), tf.shape(lm_pruned))
+    return am_pruned, lm_pruned
+
+
+def _pruning_op_applies(am: tf.Tensor, lm: tf.Tensor) -> bool:
+    """Whether do_rnnt_pruning's gradient can be the CPU op's.
+
+    Not under XLA (no custom ops), not with a GPU visible (the op has no GPU
+    kernel: TensorFlow's gradient stays on the device), and for one float
+    type shared by am and lm.
+    """
+    return (
+        am.dtype == lm.dtype
+        and am.dtype in (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+        and not in_xla_context()
+        and not _loader.gpu_visible()
+    )
+
+
+@tf.custom_gradient
+def _prune_with_op_gradient(am, lm, ranges):
+    """_prune with TfTransducerRnntPruningGrad as its gradient.
+
+    One pass, instead of TensorFlow's reduction over a middle axis and its
+    row-by-row scatter.
+    """
+    pruned = _prune(am, lm, ranges)
+
+    def grad(d_am_pruned, d_lm_pruned):
+        d_am_pruned = tf.zeros_like(pruned[0]) if d_am_pruned is None else d_am_pruned
+        d_lm_pruned = tf.zeros_like(pruned[1]) if d_lm_pruned is None else d_lm_pruned
+        d_am, d_lm = _loader.op_library().tf_transducer_rnnt_pruning_grad(
+            d_am_pruned,
+            d_lm_pruned,
+            ranges,
+            tf.shape(lm, out_type=tf.int64)[1],
+        )
+        return d_am, d_lm, None
+
+    return pruned, grad
 
 
 def _unprune(values: tf.Tensor, begin: tf.Tensor, width: TensorLike) -> tf.Tensor:

@@ -18,6 +18,7 @@ from tf_transducer.ops.rnnt import (
     _simple_inputs,
     _simple_loss_inputs,
     _simple_parts,
+    _split_last_row,
     _tiny,
     _with_float64_fallback,
 )
@@ -126,7 +127,7 @@ def _smoothed_logprobs(
         (  # log softmax(lm[s] + am[t])
             parts.px_am
             + parts.px_lm
-            - _pad_frames(parts.normalizers[:, :-1], rnnt_type),
+            - _pad_frames(_split_last_row(parts.normalizers)[0], rnnt_type),
             parts.py_am + parts.py_lm - parts.normalizers,
         ),
         (  # log softmax(lm[s])
