@@ -1175,6 +1175,82 @@ def fused_loss_cases(rng, i):
                 False, ["logit_lengths"])  # fmt: skip
 
 
+def _conformer_stream(encoder, x, lengths, chunk_frames):
+    """encoder.step over zero-padded whole chunks of x, cut to the call's frames."""
+    frames = x.shape[1]
+    x = np.pad(x, [[0, 0], [0, -frames % chunk_frames], [0, 0]])
+    states, outputs = encoder.initial_state(x.shape[0]), []
+    for start in range(0, x.shape[1], chunk_frames):
+        valid = np.clip(lengths - start, 0, chunk_frames).astype(np.int32)
+        out, states = encoder.step(x[:, start : start + chunk_frames], states, valid)
+        outputs.append(np.asarray(out))
+    return np.concatenate(outputs, axis=1)[:, : -(-frames // encoder.subsampling)]
+
+
+def conformer_cases(rng, i):
+    """ConformerEncoder / ConformerBlock: streaming = offline, padding, bad input."""
+    factor, chunk = int(rng.choice([2, 4])), int(rng.integers(1, 4))
+    left = int(rng.integers(0, 5))
+    B, T = int(rng.integers(1, 4)), int(rng.integers(1, 30))
+    x = rng.normal(size=(B, T, 5)).astype(np.float32)
+    lengths = rng.integers(0, T + 1, B).astype(np.int32)
+    lengths[0] = T
+    tf.keras.utils.set_random_seed(i)
+    encoder = tt.ConformerEncoder(8, 2, 2, ff_mult=2, conv_kernel=3, chunk_size=chunk,
+                                  left_context=left, subsampling=factor)  # fmt: skip
+    want = np.asarray(encoder(x, lengths)[0])
+    kinds = ["legal", "padding", "too_long", "negative", "float_lengths",
+             "int_features", "chunk", "states", "state_shape", "argument", "width",
+             "mask", "step_lengths"]  # fmt: skip
+    kind = kinds[i % len(kinds)]
+    if kind == "legal":
+        run = lambda: _conformer_stream(encoder, x, lengths, chunk * factor)  # noqa: E731
+        return Case(kind, run, check=close(want, 1e-4, 1e-5))
+    if kind == "padding":
+        noisy = x.copy()
+        noisy[np.arange(T)[None] >= lengths[:, None]] = rng.choice([np.nan, 1e30])
+        return Case(kind, lambda: encoder(noisy, lengths)[0], check=close(want))
+    if kind == "too_long":
+        return Case(kind, lambda: encoder(x, lengths + T + 1), False, ["lengths"])
+    if kind == "negative":
+        return Case(kind, lambda: encoder(x, -lengths - 1), False, ["lengths"])
+    if kind == "float_lengths":
+        return Case(kind, lambda: encoder(x, lengths + 0.5), False, ["lengths"])
+    if kind == "int_features":
+        return Case(kind, lambda: encoder(x.astype(np.int32), lengths), False,
+                    ["features"])  # fmt: skip
+    states = encoder.initial_state(B)
+    if kind == "chunk":
+        odd = x[:, : factor * chunk - 1] if factor * chunk > 1 else x[:, :0]
+        return Case(kind, lambda: encoder.step(odd, states), False, ["features"])
+    if kind == "states":
+        return Case(kind, lambda: encoder.step(x[:, :factor], states[:-1]), False,
+                    ["states"])  # fmt: skip
+    if kind == "state_shape":
+        k = int(rng.integers(0, len(states)))
+        bad = list(states)
+        bad[k] = tf.zeros([B, 7, 3])
+        return Case(kind, lambda: encoder.step(x[:, :factor], bad), False,
+                    [f"states[{k}]"])  # fmt: skip
+    if kind == "argument":
+        pairs = [("chunk_size", 0), ("left_context", -1), ("subsampling", 3),
+                 ("num_heads", 3), ("conv_kernel", 1), ("dropout", 1.5),
+                 ("chunk_sizes", [2, 0]), ("num_layers", 0)]  # fmt: skip
+        name, value = pairs[int(rng.integers(0, len(pairs)))]
+        return Case(kind, lambda: tt.ConformerEncoder(8, **{name: value}), False,
+                    [name])  # fmt: skip
+    if kind == "width":
+        return Case(kind, lambda: encoder(x[..., :4], lengths), False, ["features"])
+    if kind == "mask":
+        block = tt.ConformerBlock(8, 2, conv_kernel=3)
+        y = rng.normal(size=(B, T, 8)).astype(np.float32)
+        return Case(kind, lambda: block(y, lengths, np.ones([T, T], np.float32)),
+                    False, ["attention_mask"])  # fmt: skip
+    chunk_x = np.zeros((B, factor * chunk, 5), np.float32)
+    return Case(kind, lambda: encoder.step(chunk_x, states, [factor * chunk + 1] * B),
+                False, ["lengths"])  # fmt: skip
+
+
 FAMILIES = {
     "edges": edge_cases,
     "augment": augment_cases,
@@ -1189,6 +1265,7 @@ FAMILIES = {
     "train_loop": train_loop_cases,
     "inputs": input_cases,
     "fused_loss": fused_loss_cases,
+    "conformer": conformer_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

@@ -29,6 +29,7 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
     "train_loop": 10,
     "inputs": 32,
     "fused_loss": 20,
+    "conformer": 26,
 }
 
 

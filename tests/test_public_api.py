@@ -105,6 +105,30 @@ LAYERS = {
         padding=Padding(0, 1, values_and_lengths),
         atol=1e-5,
     ),
+    "ConvSubsampling": dict(
+        make=lambda: tt.ConvSubsampling(8, 4, channels=4),
+        inputs=(FEATURES, FEATURE_LENGTHS),
+        padding=Padding(0, 1, values_and_lengths, zero_after=True),
+        tflite=True,
+    ),
+    "ConformerBlock": dict(
+        make=lambda: tt.ConformerBlock(
+            6, 2, ff_mult=2, conv_kernel=3, dropout=0.1, max_relative_position=4
+        ),
+        inputs=(FEATURES, FEATURE_LENGTHS),
+        call_kwargs=dict(training=False),
+        padding=Padding(0, 1, lambda out: [(out, FEATURE_LENGTHS)], zero_after=True),
+        tflite=True,
+    ),
+    "ConformerEncoder": dict(
+        make=lambda: tt.ConformerEncoder(
+            8, 2, 2, 2, 3, chunk_size=2, left_context=2, subsampling=2, dropout=0.1
+        ),
+        inputs=(FEATURES, FEATURE_LENGTHS),
+        call_kwargs=dict(training=False),
+        padding=Padding(0, 1, values_and_lengths, zero_after=True),
+        tflite=True,
+    ),
     "PredictionNetwork/lstm": dict(
         make=lambda: tt.layers.PredictionNetwork(V, 4, 8, "lstm"),
         inputs=(np.maximum(LABELS, 0),),

@@ -10,6 +10,9 @@ from tf_transducer import data, decoding, export, lattice, layers, losses, model
 from tf_transducer.data import CharacterAlphabet, SpeechDataset, SubwordEncoder
 from tf_transducer.lattice import RecognitionLattice
 from tf_transducer.layers import (
+    ConformerBlock,
+    ConformerEncoder,
+    ConvSubsampling,
     FeatureNormalization,
     FrameStacking,
     LogMelSpectrogram,
@@ -49,6 +52,9 @@ except _metadata.PackageNotFoundError:  # sources on sys.path, not installed
 
 __all__ = [
     "CharacterAlphabet",
+    "ConformerBlock",
+    "ConformerEncoder",
+    "ConvSubsampling",
     "CtcLoss",
     "FeatureNormalization",
     "FrameStacking",

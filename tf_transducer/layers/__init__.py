@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Keras layers: audio features, SpecAugment, and the transducers' parts."""
 
+from tf_transducer.layers.conformer_block import ConformerBlock, chunk_attention_mask
+from tf_transducer.layers.conformer_encoder import ConformerEncoder
+from tf_transducer.layers.conv_subsampling import ConvSubsampling
 from tf_transducer.layers.feature_normalization import FeatureNormalization
 from tf_transducer.layers.frame_stacking import FrameStacking
 from tf_transducer.layers.log_mel_spectrogram import LogMelSpectrogram
@@ -12,6 +15,9 @@ from tf_transducer.layers.transducer_encoder import TransducerEncoder
 from tf_transducer.layers.transducer_joiner import TransducerJoiner
 
 __all__ = [
+    "ConformerBlock",
+    "ConformerEncoder",
+    "ConvSubsampling",
     "FeatureNormalization",
     "FrameStacking",
     "LogMelSpectrogram",
@@ -21,4 +27,5 @@ __all__ = [
     "SpecAugment",
     "TransducerEncoder",
     "TransducerJoiner",
+    "chunk_attention_mask",
 ]
