@@ -1251,6 +1251,49 @@ def conformer_cases(rng, i):
                 False, ["lengths"])  # fmt: skip
 
 
+def transducer_encoder_cases(rng, i):
+    """Transducer(encoder=...): stream_encode = encode (both encoders), bad input."""
+    factor, chunk = int(rng.choice([2, 4])), int(rng.integers(1, 4))
+    B, T = int(rng.integers(1, 4)), int(rng.integers(1, 25))
+    x = rng.normal(size=(B, T, 5)).astype(np.float32)
+    lengths = rng.integers(0, T + 1, B).astype(np.int32)
+    lengths[0] = T
+    sizes = dict(feature_dim=5, encoder_units=8, stack=factor, conformer_dim=8,
+                 conformer_layers=2, conformer_heads=2, conformer_kernel=3,
+                 subsampling=factor, chunk_size=chunk,
+                 left_context=int(rng.integers(0, 4)), joiner_units=8)  # fmt: skip
+    kinds = ["conformer", "lstm", "encoder", "argument", "chunk_frames", "lengths"]
+    kind = kinds[i % len(kinds)]
+    if kind in ("conformer", "lstm"):
+        tf.keras.utils.set_random_seed(i)
+        model = tt.models.Transducer(6, encoder=kind, **sizes)
+        want, frames = model.encode((x, lengths), training=False)
+        valid = np.arange(want.shape[1]) < np.asarray(frames)[:, None]
+        want = np.where(valid[..., None], want, 0.0)  # (the stream's, past lengths)
+        return Case(kind, lambda: model.stream_encode((x, lengths))[0],
+                    check=close(want, 1e-4, 1e-5))  # fmt: skip
+    if kind == "encoder":
+        bad = rng.choice(["LSTM", "transformer", "", "conformer-10m"])
+        return Case(kind, lambda: tt.models.Transducer(6, encoder=str(bad), **sizes),
+                    False, ["encoder"])  # fmt: skip
+    if kind == "argument":
+        pairs = [("conformer_dim", 0), ("conformer_layers", 0),
+                 ("conformer_heads", 3), ("conformer_kernel", 1),
+                 ("encoder_dropout", 1.5), ("subsampling", 3), ("chunk_size", 0),
+                 ("left_context", -1), ("chunk_sizes", [0])]  # fmt: skip
+        name, value = pairs[int(rng.integers(0, len(pairs)))]
+        args = dict(sizes, encoder="conformer", **{name: value})
+        return Case(kind, lambda: tt.models.Transducer(6, **args), False, [name])
+    model = tt.models.Transducer(6, encoder=str(rng.choice(["lstm", "conformer"])),
+                                 **sizes)  # fmt: skip
+    if kind == "chunk_frames":
+        bad = [0, -factor, factor + 1, float(factor)][int(rng.integers(0, 4))]
+        return Case(kind, lambda: model.stream_encode((x, lengths), bad), False,
+                    ["chunk_frames"])  # fmt: skip
+    return Case(kind, lambda: model.stream_encode((x, lengths + T + 1)), False,
+                ["lengths"])  # fmt: skip
+
+
 FAMILIES = {
     "edges": edge_cases,
     "augment": augment_cases,
@@ -1266,6 +1309,7 @@ FAMILIES = {
     "inputs": input_cases,
     "fused_loss": fused_loss_cases,
     "conformer": conformer_cases,
+    "transducer_encoders": transducer_encoder_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

@@ -30,6 +30,7 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
     "inputs": 32,
     "fused_loss": 20,
     "conformer": 26,
+    "transducer_encoders": 24,
 }
 
 

@@ -386,6 +386,22 @@ MODELS = {
         make=lambda: transducer(predictor="stateless"),
         loss=lambda: tt.PrunedRnntLoss(s_range=2),
     ),
+    "Transducer/conformer": dict(
+        make=lambda: transducer(
+            encoder="conformer",
+            conformer_dim=8,
+            conformer_layers=2,
+            conformer_heads=2,
+            conformer_kernel=3,
+            subsampling=2,
+            chunk_size=2,
+            left_context=2,
+            chunk_sizes=[1, 2],
+        ),
+        loss=tt.FusedRnntLoss,
+        predict=lambda m, x: m(x, training=False),
+        padding=Padding(0, 1, lambda out: [(out["encoder"], out["lengths"])]),
+    ),
     "DeepSpeech": dict(
         make=deepspeech,
         loss=tt.CtcLoss,

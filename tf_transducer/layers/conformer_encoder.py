@@ -134,6 +134,16 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
             keras.random.SeedGenerator(seed) if chunk_sizes is not None else None
         )
 
+    @property
+    def units(self) -> int:
+        """The output width, d_model (as TransducerEncoder's `units`)."""
+        return self.d_model
+
+    @property
+    def stack(self) -> int:
+        """Feature frames per output frame, subsampling (TransducerEncoder's)."""
+        return self.subsampling
+
     def build(self, features_shape, lengths_shape=None):
         self.subsampler.build(features_shape)
         for block in self.blocks:

@@ -8,6 +8,12 @@ Transducer.
 from tf_transducer.models.deepspeech import DeepSpeech
 from tf_transducer.models.lattice_model import LatticeModel
 from tf_transducer.models.neural_transducer import NeuralTransducerModel
-from tf_transducer.models.transducer import Transducer
+from tf_transducer.models.transducer import CONFORMER_PRESETS, Transducer
 
-__all__ = ["DeepSpeech", "LatticeModel", "NeuralTransducerModel", "Transducer"]
+__all__ = [
+    "CONFORMER_PRESETS",
+    "DeepSpeech",
+    "LatticeModel",
+    "NeuralTransducerModel",
+    "Transducer",
+]

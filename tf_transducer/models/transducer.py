@@ -1,16 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 """Transducer: an RNN-T model for RnntLoss, FusedRnntLoss or PrunedRnntLoss."""
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 from tf_transducer.layers import (
+    ConformerEncoder,
     FeatureNormalization,
     LogMelSpectrogram,
     PredictionNetwork,
     SpecAugment,
     TransducerEncoder,
     TransducerJoiner,
+)
+from tf_transducer.layers._checks import (
+    check_positive,
+    float_values,
+    resolve_lengths,
 )
 from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
 from tf_transducer.models._inputs import (
@@ -19,13 +27,53 @@ from tf_transducer.models._inputs import (
     split_inputs,
 )
 
+ENCODERS = ("lstm", "conformer")
+
+# Streaming Conformer transducers: Transducer(vocab_size, feature_dim,
+# **CONFORMER_PRESETS[name]). Chunks of 8 encoder frames = 32 feature frames
+# (320 ms at a 10 ms hop: the algorithmic latency), 32 frames of left context.
+# Parameters with vocab_size=256 and feature_dim=80: see Transducer.
+CONFORMER_PRESETS: dict[str, dict[str, Any]] = {
+    "conformer-2m": dict(
+        encoder="conformer",
+        conformer_dim=96,
+        conformer_layers=6,
+        conformer_heads=4,
+        conformer_kernel=15,
+        subsampling=4,
+        chunk_size=8,
+        left_context=32,
+        encoder_dropout=0.1,
+        predictor="lstm",
+        embedding_dim=64,
+        predictor_units=192,
+        joiner_units=192,
+    ),
+    "conformer-10m": dict(
+        encoder="conformer",
+        conformer_dim=144,
+        conformer_layers=16,
+        conformer_heads=4,
+        conformer_kernel=15,
+        subsampling=4,
+        chunk_size=8,
+        left_context=32,
+        encoder_dropout=0.1,
+        predictor="lstm",
+        embedding_dim=256,
+        predictor_units=320,
+        joiner_units=320,
+    ),
+}
+
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
 class Transducer(keras.Model):
     """An RNN transducer: encoder, prediction network, joiner (+ simple projections).
 
     features (or audio, with `features` set) -> [global normalisation] ->
-    [SpecAugment, in training] -> TransducerEncoder -> per frame;
+    [SpecAugment, in training] -> encoder (TransducerEncoder, LSTMs, or
+    ConformerEncoder, a chunk-masked streaming Conformer) -> per frame;
     [blank] + labels -> PredictionNetwork -> per label; TransducerJoiner on
     every (frame, label) pair (RnntLoss; FusedRnntLoss computes the same loss
     without ever storing the logits) or on the pruned ones (PrunedRnntLoss,
@@ -44,10 +92,25 @@ class Transducer(keras.Model):
         audio in; the features are computed inside, as in the export).
       normalization: None or "global" (FeatureNormalization, `adapt` it).
       augment: None, a SpecAugment preset name or config dict.
-      encoder_units, encoder_layers, stack, encoder_dropout: TransducerEncoder.
+      encoder_units, encoder_layers, stack: TransducerEncoder (encoder="lstm").
+      encoder_dropout: the encoder's dropout (either encoder).
       predictor: "lstm" or "stateless"; embedding_dim, predictor_units,
         context_size: PredictionNetwork.
       joiner_units: TransducerJoiner width.
+      encoder: "lstm" (TransducerEncoder) or "conformer" (ConformerEncoder);
+        the other encoder's arguments are ignored.
+      conformer_dim, conformer_layers, conformer_heads, conformer_kernel:
+        ConformerEncoder's d_model, num_layers, num_heads and conv_kernel.
+      subsampling: the Conformer's feature frames per encoder frame (2, 4
+        or 8; `stack` is the LSTM encoder's).
+      chunk_size, left_context, chunk_sizes: ConformerEncoder's attention
+        chunk and left context, in encoder frames, and the chunk sizes drawn
+        from in training (None: always chunk_size).
+
+    `CONFORMER_PRESETS` (this module) holds Conformer sizes as keyword
+    arguments, `Transducer(256, **CONFORMER_PRESETS["conformer-10m"])`;
+    with vocab_size=256 and feature_dim=80, "conformer-2m" has 1,960,936
+    parameters and "conformer-10m" 9,497,024.
     """
 
     def __init__(
@@ -66,6 +129,15 @@ class Transducer(keras.Model):
         predictor_units=256,
         context_size=2,
         joiner_units=256,
+        encoder="lstm",
+        conformer_dim=144,
+        conformer_layers=4,
+        conformer_heads=4,
+        conformer_kernel=15,
+        subsampling=4,
+        chunk_size=8,
+        left_context=32,
+        chunk_sizes=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -73,6 +145,8 @@ class Transducer(keras.Model):
             raise ValueError(
                 f'normalization must be None or "global", got {normalization!r}'
             )
+        if not isinstance(encoder, str) or encoder not in ENCODERS:
+            raise ValueError(f'encoder must be "lstm" or "conformer", got {encoder!r}')
         self.vocab_size = vocab_size
         self.features_config = features
         self.feature_layer = LogMelSpectrogram(**features) if features else None
@@ -81,9 +155,16 @@ class Transducer(keras.Model):
         self.normalizer = FeatureNormalization("global") if normalization else None
         self.augment = augment
         self.spec_augment = SpecAugment.from_arg(augment)
-        self.encoder = TransducerEncoder(
-            encoder_units, encoder_layers, stack, encoder_dropout
-        )
+        self.encoder_kind = encoder
+        if encoder == "lstm":
+            self.encoder = TransducerEncoder(
+                encoder_units, encoder_layers, stack, encoder_dropout
+            )
+        else:
+            self.encoder = _conformer(
+                conformer_dim, conformer_layers, conformer_heads, conformer_kernel,
+                subsampling, chunk_size, left_context, chunk_sizes, encoder_dropout,
+            )  # fmt: skip
         self.predictor = PredictionNetwork(
             vocab_size, embedding_dim, predictor_units, predictor, context_size
         )
@@ -105,6 +186,15 @@ class Transducer(keras.Model):
             predictor_units=predictor_units,
             context_size=context_size,
             joiner_units=joiner_units,
+            encoder=encoder,
+            conformer_dim=conformer_dim,
+            conformer_layers=conformer_layers,
+            conformer_heads=conformer_heads,
+            conformer_kernel=conformer_kernel,
+            subsampling=subsampling,
+            chunk_size=chunk_size,
+            left_context=left_context,
+            chunk_sizes=chunk_sizes,
         )
 
     def build(self, input_shape=None):
@@ -157,6 +247,66 @@ class Transducer(keras.Model):
                 values, lengths, training=True, step=optimizer_step(self)
             )
         return self.encoder(values, lengths, training=training)
+
+    def stream_encode(
+        self, inputs: Any, chunk_frames: int | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """`encode` (inference) as a stream: encoder.step over feature chunks.
+
+        The features (zeros past the lengths) are cut into chunks of
+        `chunk_frames` frames (the last one padded with zeros) and encoded
+        one after the other with the encoder's states carried, as a
+        streaming runtime does. The LSTM
+        encoder streams exactly; the Conformer's chunk-masked attention
+        does when chunk_frames = chunk_size * subsampling (its default;
+        n * subsampling frames equal the offline call with chunk_size=n).
+
+        Args:
+          inputs: as `call`'s (features or audio, optional lengths).
+          chunk_frames: feature frames per step, a positive multiple of the
+            encoder's subsampling (default: chunk_size * subsampling for the
+            Conformer, 4 * stack for the LSTMs).
+
+        Returns:
+          (encoded [B, ceil(T / subsampling), H], 0 past the lengths;
+          lengths [B]), as `encode(inputs, training=False)`. Eager only.
+        """
+        stack = self.encoder.stack
+        if chunk_frames is None:
+            size = self.encoder.chunk_size if self.encoder_kind == "conformer" else 4
+            chunk_frames = size * stack
+        if (
+            not isinstance(chunk_frames, int)
+            or isinstance(chunk_frames, bool)
+            or chunk_frames <= 0
+            or chunk_frames % stack
+        ):
+            raise ValueError(
+                f"chunk_frames must be a positive multiple of the encoder's "
+                f"subsampling ({stack}), got {chunk_frames!r}"
+            )
+        values, lengths = self.features(inputs)
+        values = float_values(values, "features")
+        lengths = resolve_lengths(values, lengths)
+        frames = int(values.shape[1])
+        valid = tf.sequence_mask(lengths, frames)[..., None]
+        values = tf.where(valid, values, tf.zeros_like(values))  # as a stream's
+        chunks = -(-frames // chunk_frames)
+        values = tf.pad(values, [[0, 0], [0, chunks * chunk_frames - frames], [0, 0]])
+        states = self.encoder.initial_state(int(values.shape[0]))
+        outputs = []
+        for c in range(chunks):
+            chunk = values[:, c * chunk_frames : (c + 1) * chunk_frames]
+            if self.encoder_kind == "conformer":
+                count = tf.clip_by_value(lengths - c * chunk_frames, 0, chunk_frames)
+                encoded, states = self.encoder.step(chunk, states, count)
+            else:
+                encoded, states = self.encoder.step(chunk, states)
+            outputs.append(encoded)
+        out_lengths = (lengths + stack - 1) // stack
+        encoded = tf.concat(outputs, axis=1)[:, : -(-frames // stack)]
+        mask = tf.sequence_mask(out_lengths, tf.shape(encoded)[1], encoded.dtype)
+        return encoded * mask[..., None], out_lengths
 
     def call(self, inputs, training=None):
         encoded, lengths = self.encode(inputs, training=training)
@@ -212,3 +362,26 @@ class Transducer(keras.Model):
         config = super().get_config()
         config.update(self._config)
         return config
+
+
+def _conformer(
+    dim, layers, heads, kernel, subsampling, chunk_size, left_context, chunk_sizes,
+    dropout,
+):  # fmt: skip
+    """The ConformerEncoder of the Transducer's arguments, named as they are."""
+    check_positive("conformer_dim", dim, int)
+    check_positive("conformer_layers", layers, int)
+    check_positive("conformer_heads", heads, int)
+    if dim % heads:
+        raise ValueError(
+            f"conformer_heads must divide conformer_dim ({dim}), got {heads}"
+        )
+    if not isinstance(kernel, int) or isinstance(kernel, bool) or kernel < 2:
+        raise ValueError(f"conformer_kernel must be an int >= 2, got {kernel!r}")
+    if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise ValueError(f"encoder_dropout must lie in [0, 1), got {dropout!r}")
+    return ConformerEncoder(
+        dim, layers, heads, conv_kernel=kernel, chunk_size=chunk_size,
+        left_context=left_context, subsampling=subsampling, dropout=dropout,
+        chunk_sizes=chunk_sizes,
+    )  # fmt: skip
