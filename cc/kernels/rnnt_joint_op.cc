@@ -287,6 +287,26 @@ ThreadPool* Workers(OpKernelContext* ctx) {
   return ctx->device()->tensorflow_cpu_worker_threads()->workers;
 }
 
+// The recursion on the joint's px and py (RnntRecursion), with an error
+// naming the joint's inputs for a sequence whose logits held a NaN or inf.
+template <typename Device, typename Scalar>
+absl::Status JointRecursion(OpKernelContext* ctx, int64_t B, int64_t S,
+                            int64_t T, int64_t T1, const Scalar* px,
+                            const Scalar* py, const int64_t* boundary,
+                            Tensor* scores, Tensor* px_grad, Tensor* py_grad) {
+  std::vector<char> illegal;
+  TF_RETURN_IF_ERROR((RnntRecursion<Device, Scalar>(
+      ctx, B, S, T, T1, px, py, boundary, scores, px_grad, py_grad, &illegal)));
+  for (int64_t b = 0; b < B; ++b) {
+    if (illegal[b]) {
+      return InvalidArgument(
+          "encoder, predictor, weight and bias must be finite: sequence ", b,
+          " has a NaN or infinite logit");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The loss op's checks beyond GetJointTensors (symbols, boundary and
 // delay_penalty are host memory on every device): returns the boundary and
 // the delay penalty.
@@ -438,17 +458,9 @@ class RnntJointLossOp : public OpKernel {
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t s = 0; s < S; ++s) pr.FinishPxRow(b, s);
     }
-    std::vector<char> illegal;
-    OP_REQUIRES_OK(ctx, (RnntRecursion<functor::CpuDevice, Scalar>(
+    OP_REQUIRES_OK(ctx, (JointRecursion<functor::CpuDevice, Scalar>(
                             ctx, B, S, T, T1, pr.px, pr.py, pr.boundary, scores,
-                            px_grad, py_grad, &illegal)));
-    for (int64_t b = 0; b < B; ++b) {
-      OP_REQUIRES(
-          ctx, !illegal[b],
-          InvalidArgument("encoder, predictor, weight and bias must be finite: "
-                          "sequence ",
-                          b, " has a NaN or infinite logit"));
-    }
+                            px_grad, py_grad)));
   }
 
  private:
@@ -756,17 +768,9 @@ class RnntJointLossGpuOp : public OpKernel {
     OP_REQUIRES_OK(ctx, LaunchResult(gpu::RnntJointLogProbs(joint, pr, plan,
                                                             GpuStream(ctx)),
                                      "the joint RNN-T loss's first pass"));
-    std::vector<char> illegal;
-    OP_REQUIRES_OK(ctx, (RnntRecursion<functor::GpuDevice, Scalar>(
+    OP_REQUIRES_OK(ctx, (JointRecursion<functor::GpuDevice, Scalar>(
                             ctx, B, S, T, T1, pr.px, pr.py, pr.boundary, scores,
-                            px_grad, py_grad, &illegal)));
-    for (int64_t b = 0; b < B; ++b) {
-      OP_REQUIRES(
-          ctx, !illegal[b],
-          InvalidArgument("encoder, predictor, weight and bias must be finite: "
-                          "sequence ",
-                          b, " has a NaN or infinite logit"));
-    }
+                            px_grad, py_grad)));
   }
 
  private:
