@@ -259,3 +259,20 @@ def test_every_weight_gets_a_finite_gradient():
     for weight, grad in zip(layer.trainable_weights, grads, strict=True):
         assert grad is not None and np.isfinite(grad.numpy()).all(), weight.path
         assert np.abs(grad.numpy()).max() > 0, weight.path
+
+
+def test_masked_softmax_is_exactly_zero_where_masked_and_bounded():
+    from tf_transducer.layers.conformer_block import masked_softmax
+
+    scores = tf.constant([[0.5, 300.0, -2.0, 1.0], [3.0, 1.0, 2.0, 0.0]])
+    allowed = tf.constant([[True, False, True, True], [False] * 4])
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        probs = masked_softmax(scores, allowed)
+        loss = tf.reduce_sum(probs * tf.constant([1.0, 2.0, 3.0, 4.0]))
+    want = tf.nn.softmax(tf.constant([0.5, -2.0, 1.0])).numpy()
+    np.testing.assert_allclose(probs[0].numpy()[[0, 2, 3]], want, rtol=1e-6)
+    assert probs[0, 1] == 0.0  # a masked score of 300 neither leaks nor overflows
+    np.testing.assert_array_equal(probs[1], np.zeros(4))  # nothing allowed
+    gradient = tape.gradient(loss, scores).numpy()
+    assert np.isfinite(gradient).all() and gradient[0, 1] == 0 and not gradient[1].any()

@@ -5,8 +5,11 @@ An export folder holds:
 
 - `features.tflite`: audio [1, N] -> features [1, T, F] (LogMelSpectrogram);
 - `encoder.tflite`: one chunk of `chunk_frames` feature frames + the valid
-  count + the encoder's LSTM states -> projected encoder frames
-  [1, chunk_frames / stack, J] + new states (normalisation inside);
+  count + the encoder's states -> projected encoder frames
+  [1, chunk_frames / stack, J] + new states (normalisation inside). The
+  states are `encoder.initial_state(1)`'s: the LSTMs' h and c, or the
+  Conformer's caches (subsampling frames, left-context validity, and per
+  block its attention inputs and causal-convolution inputs);
 - `predictor.tflite`: one label [1] + the prediction network's state ->
   projected decoder output [1, J] + new state;
 - `joiner.tflite`: projected encoder [1, J] and decoder [1, J] -> logits [1, V];
@@ -57,8 +60,10 @@ META_KEYS = (
     "feature_dim",
     "chunk_frames",
     "stack",
-    "encoder_states",
-    "encoder_units",
+    "encoder_kind",
+    "chunk_size",
+    "left_context",
+    "encoder_state_shapes",
     "predictor_states",
     "predictor_kind",
     "vocab_size",
@@ -70,13 +75,13 @@ QUANTIZED = ("encoder", "predictor")
 
 
 def _encoder_program(model, chunk_frames):
-    n_states = 2 * model.encoder.num_layers
-    units = model.encoder.units
+    encoder = model.encoder
+    states = encoder.initial_state(1)
     specs = [
         tf.TensorSpec([1, chunk_frames, model.feature_dim], tf.float32),
         tf.TensorSpec([1], tf.int32),
-    ] + [tf.TensorSpec([1, units], tf.float32)] * n_states
-    names = ["features", "valid"] + [f"state_{i}" for i in range(n_states)]
+    ] + [tf.TensorSpec(s.shape, tf.float32) for s in states]
+    names = ["features", "valid"] + [f"state_{i}" for i in range(len(states))]
 
     def body(features, valid, *states):
         if model.normalizer is not None:
@@ -85,7 +90,10 @@ def _encoder_program(model, chunk_frames):
             features = features * tf.cast(
                 tf.sequence_mask(valid, chunk_frames)[..., None], features.dtype
             )
-        encoded, new_states = model.encoder.step(features, list(states))
+        if model.encoder_kind == "conformer":
+            encoded, new_states = encoder.step(features, list(states), valid)
+        else:
+            encoded, new_states = encoder.step(features, list(states))
         out = {"encoder": model.joiner.project_encoder(encoded)}
         out.update({f"new_state_{i}": s for i, s in enumerate(new_states)})
         return out
@@ -138,8 +146,11 @@ def export_transducer(
       export_dir: the folder to create or replace (all or nothing).
       text_encoder: its `CharacterAlphabet` or `SubwordEncoder`.
       features: the `LogMelSpectrogram` layer that made its training features.
-      chunk_frames: feature frames per encoder step (a multiple of the
-        encoder's stack; default 4 * stack).
+      chunk_frames: feature frames per encoder step, a multiple of the
+        encoder's stack (subsampling). Default: chunk_size * subsampling
+        for the Conformer (its attention chunk: the stream then equals the
+        offline model; n * subsampling equals it run with chunk_size=n),
+        4 * stack for the LSTMs (any chunk streams them exactly).
       quantization: None (float), "dynamic" (int8 weights) or "int8" (full
         integer encoder and predictor, calibrated on calibration_audio).
       calibration_audio: for "int8": an iterable of mono float32 signals
@@ -154,8 +165,15 @@ def export_transducer(
         quantization, calibration_audio, "calibration_audio"
     )
     stack = model.encoder.stack
-    chunk_frames = chunk_frames or 4 * stack
-    if not isinstance(chunk_frames, int) or chunk_frames <= 0 or chunk_frames % stack:
+    conformer = model.encoder_kind == "conformer"
+    if chunk_frames is None:
+        chunk_frames = (model.encoder.chunk_size if conformer else 4) * stack
+    if (
+        not isinstance(chunk_frames, int)
+        or isinstance(chunk_frames, bool)
+        or chunk_frames <= 0
+        or chunk_frames % stack
+    ):
         raise ValueError(
             f"chunk_frames must be a positive multiple of the encoder's stack "
             f"({stack}), got {chunk_frames!r}"
@@ -195,8 +213,14 @@ def export_transducer(
         "feature_dim": model.feature_dim,
         "chunk_frames": chunk_frames,
         "stack": stack,
-        "encoder_states": 2 * model.encoder.num_layers,
-        "encoder_units": model.encoder.units,
+        "encoder_kind": model.encoder_kind,
+        # Encoder frames per step and those before a chunk each one sees
+        # (None: an LSTM's whole past).
+        "chunk_size": chunk_frames // stack,
+        "left_context": model.encoder.left_context if conformer else None,
+        "encoder_state_shapes": [
+            list(s.shape[1:]) for s in model.encoder.initial_state(1)
+        ],
         "predictor_states": state_shapes,
         "predictor_kind": model.predictor.kind,
         "vocab_size": model.vocab_size,
@@ -282,7 +306,7 @@ class TransducerStream:
         inputs = {
             "features": ["audio"],
             "encoder": ["features", "valid"]
-            + [f"state_{i}" for i in range(m["encoder_states"])],
+            + [f"state_{i}" for i in range(len(m["encoder_state_shapes"]))],
             "predictor": ["label"]
             + [f"state_{i}" for i in range(len(m["predictor_states"]))],
             "joiner": ["encoder", "decoder"],
@@ -305,8 +329,8 @@ class TransducerStream:
         m = self.meta
         self._audio = np.zeros([0], np.float32)
         self._features = np.zeros([0, m["feature_dim"]], np.float32)
-        self._states = [np.zeros([1, m["encoder_units"]], np.float32)] * m[
-            "encoder_states"
+        self._states = [
+            np.zeros([1, *shape], np.float32) for shape in m["encoder_state_shapes"]
         ]
         self._search = GreedyState(self._steps, 1)
 
@@ -345,7 +369,7 @@ class TransducerStream:
         out = self.programs["encoder"](
             features=chunk[np.newaxis], valid=np.array([valid], np.int32), **inputs
         )
-        self._states = [out[f"new_state_{i}"] for i in range(m["encoder_states"])]
+        self._states = [out[f"new_state_{i}"] for i in range(len(self._states))]
         frames = -(-valid // m["stack"])  # the stacked frames with real input
         greedy_continue(
             out["encoder"],

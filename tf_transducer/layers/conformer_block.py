@@ -17,7 +17,25 @@ from tf_transducer.layers._checks import (
 )
 from tf_transducer.layers.conv_subsampling import check_width
 
-_MASKED = -1e9  # the score of a key a query may not see (in float32)
+
+def masked_softmax(scores: tf.Tensor, allowed: tf.Tensor) -> tf.Tensor:
+    """Softmax over the last axis of scores where allowed, exactly 0 elsewhere.
+
+    No large constant stands in for the masked scores: every intermediate
+    stays in the scores' own range, which int8 quantisation needs (a -1e9
+    fill makes one int8 step worth millions, and all the scores equal).
+    A row with nothing allowed is all 0.
+
+    Args:
+      scores: float [..., K].
+      allowed: bool, broadcastable to scores.
+    """
+    low = tf.reduce_min(scores, axis=-1, keepdims=True)
+    top = tf.reduce_max(tf.where(allowed, scores, low), axis=-1, keepdims=True)
+    shifted = tf.where(allowed, scores - tf.stop_gradient(top), tf.zeros_like(scores))
+    weights = tf.exp(shifted) * tf.cast(allowed, scores.dtype)
+    total = tf.reduce_sum(weights, axis=-1, keepdims=True)
+    return weights / tf.maximum(total, tf.ones_like(total))  # total >= 1 if any
 
 
 def chunk_attention_mask(frames: Any, chunk_size: Any, left_context: int) -> tf.Tensor:
@@ -197,8 +215,7 @@ class ConformerBlock(TracedOutputSpec, ListLengths, keras.layers.Layer):
         m = self.max_relative_position
         index = tf.clip_by_value(distance, -m, m) + m
         bias = tf.gather(tf.cast(self.relative_bias, tf.float32), index, axis=1)
-        scores = tf.where(allowed[:, None], scores + bias, _MASKED)
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype)
+        probs = tf.cast(masked_softmax(scores + bias, allowed[:, None]), v.dtype)
         out = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         shape = tf.shape(queries)
         out = self.attention_out(tf.reshape(out, [shape[0], shape[1], self.d_model]))
