@@ -1294,6 +1294,89 @@ def transducer_encoder_cases(rng, i):
                 ["lengths"])  # fmt: skip
 
 
+def _tree_wav(path, rng):
+    """A short random 16-bit WAV at 8 or 16 kHz at path; returns its seconds."""
+    import soundfile as sf
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    rate, n = int(rng.choice([8000, 16000])), int(rng.integers(1, 4000))
+    sf.write(path, rng.uniform(-0.5, 0.5, n), rate, subtype="PCM_16")
+    return n / rate
+
+
+def corpus_cases(rng, i):
+    """Corpus layouts: a random audio folder read right; bad trees named."""
+    root = tempfile.mkdtemp(prefix="fuzz-corpus-")
+    kinds = ["wav_folder", "ls_no_text", "ls_no_flac", "ls_empty", "cv_columns",
+             "cv_row", "cv_duration", "cv_clip", "txt_no_audio", "txt_unreadable",
+             "txt_utf8"]  # fmt: skip
+    kind = kinds[i % len(kinds)]
+    if kind == "wav_folder":  # legal: names with or without .wav, tab or spaces
+        lines, want = [], []
+        for k in range(int(rng.integers(1, 5))):
+            seconds = _tree_wav(os.path.join(root, "a", f"u{k}.wav"), rng)
+            text = " ".join(rng.choice(["one", "two", "oh"], int(rng.integers(1, 4))))
+            name = f"a/u{k}" + str(rng.choice(["", ".wav"]))
+            lines.append(name + str(rng.choice(["\t", " ", "   "])) + text)
+            want.append((os.path.join(root, "a", f"u{k}.wav"), text, seconds))
+        path = os.path.join(root, "list.txt")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n" * int(rng.integers(0, 3)))
+        want_text = repr(want)
+        return Case(kind, lambda: repr([(u.path, u.transcript, u.duration) for u in
+                                        tt.data.corpus_utterances(path)]),
+                    check=lambda got: None if str(got) == want_text
+                    else str(got))  # fmt: skip
+    if kind.startswith("ls_"):
+        chapter = os.path.join(root, "LS", "19", "198")
+        os.makedirs(chapter)
+        trans = os.path.join(chapter, "19-198.trans.txt")
+        good = int(rng.integers(0, 3))
+        for k in range(good):
+            _tree_wav(os.path.join(chapter, f"19-198-{k:04d}.flac"), rng)
+        lines = [f"19-198-{k:04d} ONE TWO" for k in range(good)]
+        bad = {"ls_no_text": "19-198-0009", "ls_no_flac": "19-198-0009 THREE",
+               "ls_empty": ""}[kind]  # fmt: skip
+        with open(trans, "w") as f:
+            f.write("\n".join(lines + [bad]) + "\n")
+        names = [f"{trans}:{good + 1}:"] if bad else [os.path.join(root, "LS")]
+        if kind == "ls_empty" and good:
+            return Case(kind, lambda: len(tt.data.corpus_utterances(
+                os.path.join(root, "LS"))), check=close(good))  # fmt: skip
+        return Case(kind, lambda: tt.data.corpus_utterances(os.path.join(root, "LS")),
+                    False, names)  # fmt: skip
+    if kind.startswith("cv_"):
+        folder = os.path.join(root, "cv", "en")
+        clip = "common_voice_en_1.wav"
+        _tree_wav(os.path.join(folder, "clips", clip), rng)
+        header = ["client_id", "path", "sentence", "up_votes", "locale"]
+        row = ["c", clip, "Hello there.", "2", "en"]
+        if kind == "cv_columns":
+            header[int(rng.integers(1, 3))] = str(rng.choice(["file", "text", ""]))
+        if kind == "cv_row":
+            row = row[: int(rng.integers(1, 5))] if rng.integers(0, 2) else row + ["x"]
+        if kind == "cv_clip":
+            row[1] = str(rng.choice(["nope.mp3", "../x.wav"]))
+        if kind == "cv_duration":
+            value = str(rng.choice(["abc", "-5", "nan", "inf", ""]))
+            with open(os.path.join(folder, "clip_durations.tsv"), "w") as f:
+                f.write(f"clip\tduration[ms]\n{clip}\t{value}\n")
+        path = os.path.join(folder, "train.tsv")
+        with open(path, "w") as f:
+            f.write("\t".join(header) + "\n" + "\t".join(row) + "\n")
+        where = {"cv_columns": f"{path}:1:", "cv_duration": "clip_durations.tsv:2:"}
+        return Case(kind, lambda: tt.data.corpus_utterances(path), False,
+                    [where.get(kind, f"{path}:2:")])  # fmt: skip
+    path = os.path.join(root, "transcripts.txt")
+    with open(os.path.join(root, "bad.wav"), "wb") as f:
+        f.write(rng.bytes(int(rng.integers(0, 64))))
+    lines = {"txt_no_audio": b"missing\tone two\n", "txt_unreadable": b"bad\tone\n",
+             "txt_utf8": b"bad\tcaf\xe9\n"}[kind]  # fmt: skip
+    with open(path, "wb") as f:
+        f.write(lines)
+    return Case(kind, lambda: tt.data.corpus_utterances(path), False, [f"{path}:1:"])
+
+
 FAMILIES = {
     "edges": edge_cases,
     "augment": augment_cases,
@@ -1310,6 +1393,7 @@ FAMILIES = {
     "fused_loss": fused_loss_cases,
     "conformer": conformer_cases,
     "transducer_encoders": transducer_encoder_cases,
+    "corpora": corpus_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

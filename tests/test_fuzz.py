@@ -31,6 +31,7 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
     "fused_loss": 20,
     "conformer": 26,
     "transducer_encoders": 24,
+    "corpora": 22,
 }
 
 

@@ -9,6 +9,7 @@ rates (resampled).
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -232,6 +233,41 @@ def test_help_lists_our_flags_grouped_and_exits_0():
     assert "data flags:" in result.stdout and "training flags:" in result.stdout
     assert "--train_files" in result.stdout and "--loss" in result.stdout
     assert "--xla_" not in result.stdout  # TensorFlow's own: --helpfull
+
+
+def test_manifest_lists_a_librispeech_tree_and_names_bad_flags(tmp_path):
+    from tf_transducer.data import read_manifest
+
+    chapter = tmp_path / "LibriSpeech" / "dev-clean" / "84" / "121123"
+    chapter.mkdir(parents=True)
+    digits = read_manifest(manifest("digits_dev"))[:2]
+    lines = []
+    for i, u in enumerate(digits):
+        audio, rate = sf.read(u.path)
+        sf.write(chapter / f"84-121123-{i:04d}.flac", audio, rate)
+        lines.append(f"84-121123-{i:04d} {u.transcript.upper()}\n")
+    (chapter / "84-121123.trans.txt").write_text("".join(lines))
+    out = tmp_path / "dev.jsonl"
+    result = ok(run("manifest", corpus=tmp_path / "LibriSpeech", output=out))
+    assert f"wrote {out}: 2 utterances" in result.stdout
+    back = read_manifest(str(out))
+    assert [(u.path, u.transcript) for u in back] == [
+        (str(chapter / f"84-121123-{i:04d}.flac"), u.transcript)
+        for i, u in enumerate(digits)
+    ]
+    seconds = [sf.info(u.path).frames / sf.info(u.path).samplerate for u in digits]
+    np.testing.assert_allclose([u.duration for u in back], seconds)
+    for flags, message in [
+        (dict(output=out), "--corpus is needed"),
+        (dict(corpus=tmp_path / "LibriSpeech"), "--output is needed"),
+        (dict(corpus=tmp_path, output=tmp_path / "x.csv"), "--output: .* .jsonl"),
+        (dict(corpus=chapter / "nope.tsv", output=out), "--corpus: corpus .* does"),
+        (dict(corpus=out, output=out), "--corpus: corpus .* none of the layouts"),
+    ]:
+        result = run("manifest", **flags)
+        assert result.returncode == 1, result.stderr[-2000:]
+        assert re.search(f"error: {message}", result.stderr), result.stderr[-2000:]
+    assert read_manifest(str(out)) == back  # the failed runs left it alone
 
 
 def test_train_on_a_localhost_cluster_through_launch(tmp_path):

@@ -8,13 +8,19 @@ class CliError(Exception):
     """A problem with the user's input: printed, exit code 1."""
 
 
-def manifest_paths(value, flag, required=False):
-    """The comma-separated manifests of a flag, each checked to exist."""
+def manifest_paths(value, flag, required=False, corpora=False):
+    """The comma-separated manifests of a flag, each checked to exist.
+
+    With corpora, a path may also be a corpus (a LibriSpeech folder, a
+    Common Voice .tsv, a .txt of a folder of audio files).
+    """
     paths = [p for p in value.split(",") if p]
     if required and not paths:
         raise CliError(f"--{flag} is needed")
     for path in paths:
-        if not os.path.isfile(path):
+        if corpora and not os.path.exists(path):
+            raise CliError(f"--{flag}: manifest or corpus {path!r} does not exist")
+        if not corpora and not os.path.isfile(path):
             raise CliError(f"--{flag}: manifest {path!r} does not exist")
     return paths
 

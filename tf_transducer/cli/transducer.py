@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-r"""Transducers from the command line: train, evaluate, export, transcribe.
+r"""Transducers from the command line: train, evaluate, export, transcribe, manifest.
 
   T="python -m tf_transducer.cli.transducer"
   $T train --train_files a.csv --dev_files b.csv --checkpoint_dir runs/t
@@ -7,6 +7,7 @@ r"""Transducers from the command line: train, evaluate, export, transcribe.
   $T export --checkpoint_dir runs/t --export_dir runs/t/tflite \
      [--quantization dynamic | int8]
   $T transcribe --export_dir runs/t/tflite --wav x.wav
+  $T manifest --corpus LibriSpeech/dev-clean --output dev.jsonl
 
 Flags and conventions follow the DeepSpeech command line (manifests,
 --checkpoint_dir, --export_dir, --audio_sample_rate, --beam_width, exit code
@@ -33,12 +34,24 @@ from tf_transducer.cli._common import (
 from tf_transducer.training import transducer_recipe as recipe
 
 FLAGS = flags.FLAGS
-COMMANDS = ("train", "evaluate", "export", "transcribe")
+COMMANDS = ("train", "evaluate", "export", "transcribe", "manifest")
 
 flag_group("data")
-define("string", "train_files", "", "Comma-separated training manifests.")
-define("string", "dev_files", "", "Comma-separated validation manifests.")
-define("string", "test_files", "", "Comma-separated test manifests.")
+CORPORA = (
+    " or corpora (a LibriSpeech folder, a Common Voice .tsv, the .txt "
+    "transcripts of a folder of audio files)."
+)
+define("string", "train_files", "", "Comma-separated training manifests" + CORPORA)
+define("string", "dev_files", "", "Comma-separated validation manifests" + CORPORA)
+define("string", "test_files", "", "Comma-separated test manifests" + CORPORA)
+define(
+    "string",
+    "corpus",
+    "",
+    "manifest: the corpus to list (a LibriSpeech folder, a Common Voice .tsv, "
+    "the .txt transcripts of a folder of audio files).",
+)
+define("string", "output", "", "manifest: the JSON-lines manifest to write.")
 define("string", "checkpoint_dir", "", "Model, text encoder, backups, history.")
 define("string", "export_dir", "", "Streaming TFLite programs.")
 define("string", "wav", "", "transcribe: the audio file (any rate: resampled).")
@@ -169,7 +182,7 @@ def training_manifests():
             f"--quantization int8 calibrates on training audio: {error}; or give "
             "--train_files"
         ) from None
-    missing = [p for p in files if not os.path.isfile(p)]
+    missing = [p for p in files if not os.path.exists(p)]
     if missing or not files:
         raise CliError(
             f"--quantization int8 calibrates on training audio: the run's "
@@ -187,8 +200,32 @@ def check_flag_against(flag, saved, source):
         )
 
 
+def write_corpus_manifest(corpus, output):
+    """`manifest`: writes the utterances of --corpus to --output (JSON lines)."""
+    from tf_transducer.data import corpus_utterances, write_manifest
+
+    if not corpus:
+        raise CliError("--corpus is needed to write a manifest")
+    if not output:
+        raise CliError("--output is needed to write a manifest")
+    if os.path.splitext(output)[1].lower() not in (".jsonl", ".json"):
+        raise CliError(
+            f"--output: {output!r} must end in .jsonl (a JSON-lines manifest)"
+        )
+    try:
+        utterances = corpus_utterances(corpus)
+    except (ValueError, FileNotFoundError) as error:
+        raise CliError(f"--corpus: {error}") from None
+    try:
+        count = write_manifest(utterances, output)
+    except (ValueError, OSError) as error:
+        raise CliError(f"--output: {error}") from None
+    hours = sum(u.duration or 0.0 for u in utterances) / 3600
+    print(f"wrote {output}: {count} utterances, {hours:.2f} hours")
+
+
 def main(argv):
-    """Runs the one command given (train, evaluate, export or transcribe).
+    """Runs the one command given (train, evaluate, export, transcribe, manifest).
 
     Bad input ends with a message and exit code 1.
     """
@@ -200,9 +237,11 @@ def main(argv):
             if not FLAGS.checkpoint_dir:
                 raise CliError("--checkpoint_dir is needed to train")
             recipe.train(
-                manifest_paths(FLAGS.train_files, "train_files", required=True),
+                manifest_paths(
+                    FLAGS.train_files, "train_files", required=True, corpora=True
+                ),
                 FLAGS.checkpoint_dir,
-                dev_files=manifest_paths(FLAGS.dev_files, "dev_files"),
+                dev_files=manifest_paths(FLAGS.dev_files, "dev_files", corpora=True),
                 text_encoder=FLAGS.text_encoder,
                 vocab_size=FLAGS.vocab_size,
                 word_delimiter=FLAGS.word_delimiter,
@@ -230,7 +269,9 @@ def main(argv):
             model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)
             features = saved_features(FLAGS.checkpoint_dir)
             data, _ = recipe.speech_data(
-                manifest_paths(FLAGS.test_files, "test_files", required=True),
+                manifest_paths(
+                    FLAGS.test_files, "test_files", required=True, corpora=True
+                ),
                 encoder,
                 features["sample_rate"],
                 features["n_mels"],
@@ -278,6 +319,8 @@ def main(argv):
                     f"exported {os.path.join(FLAGS.export_dir, name)} "
                     f"({size / 1e6:.2f} MB)"
                 )
+        elif command == "manifest":
+            write_corpus_manifest(FLAGS.corpus, FLAGS.output)
         else:
             from tf_transducer.export import TransducerStream
 

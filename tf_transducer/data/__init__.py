@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Audio data: manifests, decoding, text encoders, pipelines, augmentation, corpora.
 
-The pipelines are `tf.data` ones; waveform augmentation is in `augment`.
+The pipelines are `tf.data` ones; waveform augmentation is in `augment`;
+LibriSpeech, Common Voice and audio-folder layouts are read by `layouts`.
 """
 
 from tf_transducer.data.audio import (
@@ -13,6 +14,15 @@ from tf_transducer.data.audio import (
 )
 from tf_transducer.data.augment import WaveAugment, augment_batch
 from tf_transducer.data.calibration import calibration_audio
+from tf_transducer.data.layouts import (
+    common_voice_utterances,
+    corpus_utterances,
+    is_corpus,
+    librispeech_utterances,
+    load_utterances,
+    wav_folder_utterances,
+    write_manifest,
+)
 from tf_transducer.data.manifest import Utterance, read_manifest
 from tf_transducer.data.pipeline import SpeechDataset
 from tf_transducer.data.resample import resample
@@ -36,10 +46,17 @@ __all__ = [
     "WaveAugment",
     "augment_batch",
     "calibration_audio",
+    "common_voice_utterances",
+    "corpus_utterances",
+    "is_corpus",
+    "librispeech_utterances",
+    "load_utterances",
     "load_audio",
     "load_text_encoder",
     "probe",
     "read_audio",
     "read_manifest",
     "resample",
+    "wav_folder_utterances",
+    "write_manifest",
 ]

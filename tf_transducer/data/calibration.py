@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tf_transducer.data.audio import read_audio
-from tf_transducer.data.manifest import read_manifest
+from tf_transducer.data.layouts import load_utterances
 
 
 def calibration_audio(
@@ -19,7 +19,8 @@ def calibration_audio(
     int8 ranges cover what the model meets.
 
     Args:
-      manifests: a manifest path or a list of them (.csv / .jsonl).
+      manifests: a manifest path or a list of them (.csv / .jsonl), or
+        corpora (`corpus_utterances`).
       sample_rate: Hz to read (resample) them at: the model's.
       count: utterances (all of them when there are fewer).
 
@@ -33,7 +34,7 @@ def calibration_audio(
         manifests = [manifests]
     if not isinstance(count, int) or count < 1:
         raise ValueError(f"count must be a positive int, got {count!r}")
-    utterances = [u for path in manifests for u in read_manifest(path)]
+    utterances = [u for path in manifests for u in load_utterances(path)]
     if not utterances:
         raise ValueError(f"manifests {list(manifests)} hold no utterances")
     picks = np.linspace(0, len(utterances) - 1, min(count, len(utterances)))

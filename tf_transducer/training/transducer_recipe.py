@@ -126,20 +126,26 @@ def model_config(
 
 
 def manifest_list(value, name):
-    """Manifest paths from a list or a comma-separated string, each checked."""
+    """Manifest or corpus paths from a list or a comma-separated string, checked.
+
+    A corpus is a folder (LibriSpeech), a .tsv (Common Voice) or a .txt
+    (a folder of audio files): see `tf_transducer.data.corpus_utterances`.
+    """
     paths = [p for p in value.split(",") if p] if isinstance(value, str) else value
     paths = list(paths or [])
     for path in paths:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{name}: manifest {path!r} does not exist")
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{name}: manifest or corpus {path!r} does not exist"
+            )
     return paths
 
 
 def read_utterances(manifests, name):
-    """Every utterance of the manifests (a ValueError names an empty set)."""
-    from tf_transducer.data import read_manifest
+    """Every utterance of manifests and corpora (a ValueError names an empty set)."""
+    from tf_transducer.data import load_utterances
 
-    utterances = [u for path in manifests for u in read_manifest(path)]
+    utterances = [u for path in manifests for u in load_utterances(path)]
     if manifests and not utterances:
         raise ValueError(f"{name}: {','.join(manifests)} hold no utterances")
     return utterances
@@ -249,7 +255,9 @@ def train(
     unless overwrite.
 
     Args:
-      train_files: manifests (a list, or a comma-separated string).
+      train_files: manifests or corpora (LibriSpeech folders, Common Voice
+        .tsv files, .txt transcripts of audio folders: `read_utterances`),
+        a list or a comma-separated string.
       checkpoint_dir: the run folder (on a file system every worker sees).
       dev_files: validation manifests, as train_files.
       text_encoder: "chars", "words" or "subwords" (SentencePiece of
