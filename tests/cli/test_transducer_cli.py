@@ -235,18 +235,26 @@ def test_help_lists_our_flags_grouped_and_exits_0():
     assert "--xla_" not in result.stdout  # TensorFlow's own: --helpfull
 
 
-def test_manifest_lists_a_librispeech_tree_and_names_bad_flags(tmp_path):
+def librispeech_tree(root, count):
+    """A LibriSpeech chapter of `count` bundled digits utterances (FLAC)."""
     from tf_transducer.data import read_manifest
 
-    chapter = tmp_path / "LibriSpeech" / "dev-clean" / "84" / "121123"
+    chapter = root / "LibriSpeech" / "dev-clean" / "84" / "121123"
     chapter.mkdir(parents=True)
-    digits = read_manifest(manifest("digits_dev"))[:2]
+    digits = read_manifest(manifest("digits_dev"))[:count]
     lines = []
     for i, u in enumerate(digits):
         audio, rate = sf.read(u.path)
         sf.write(chapter / f"84-121123-{i:04d}.flac", audio, rate)
         lines.append(f"84-121123-{i:04d} {u.transcript.upper()}\n")
     (chapter / "84-121123.trans.txt").write_text("".join(lines))
+    return chapter, digits
+
+
+def test_manifest_lists_a_librispeech_tree_and_names_bad_flags(tmp_path):
+    from tf_transducer.data import read_manifest
+
+    chapter, digits = librispeech_tree(tmp_path, 2)
     out = tmp_path / "dev.jsonl"
     result = ok(run("manifest", corpus=tmp_path / "LibriSpeech", output=out))
     assert f"wrote {out}: 2 utterances" in result.stdout
@@ -268,6 +276,42 @@ def test_manifest_lists_a_librispeech_tree_and_names_bad_flags(tmp_path):
         assert result.returncode == 1, result.stderr[-2000:]
         assert re.search(f"error: {message}", result.stderr), result.stderr[-2000:]
     assert read_manifest(str(out)) == back  # the failed runs left it alone
+
+
+def test_conformer_trains_on_a_librispeech_tree_and_streams(tmp_path):
+    chapter, _ = librispeech_tree(tmp_path, 12)
+    corpus = tmp_path / "LibriSpeech"
+    run_dir, export_dir = tmp_path / "run", tmp_path / "tflite"
+    conformer = dict(encoder="conformer", conformer_dim=16, conformer_layers=2,
+                     conformer_heads=2, subsampling=4, chunk_size=2,
+                     left_context=4, chunk_sizes="1,2", lr_warmup_epochs=1)  # fmt: skip
+    flags = dict(SMALL, train_files=corpus, epochs=2, checkpoint_dir=run_dir)
+    result = ok(run("train", **flags, **conformer))
+    assert "training stopped: all 2 epochs" in result.stdout
+    saved = json.loads((run_dir / "run.json").read_text())
+    model = saved["config"]["model"]
+    assert (model["encoder"], model["chunk_sizes"], model["left_context"]) == (
+        "conformer", [1, 2], 4,
+    )  # fmt: skip
+    assert saved["config"]["data"]["train_files"] == [str(corpus)]
+    ok(run("export", checkpoint_dir=run_dir, export_dir=export_dir))
+    meta = json.loads((export_dir / "export.json").read_text())
+    assert (meta["encoder_kind"], meta["chunk_size"], meta["left_context"]) == (
+        "conformer", 2, 4,
+    )  # fmt: skip
+    assert meta["chunk_frames"] == 8
+    clip = chapter / "84-121123-0000.flac"
+    streamed = ok(run("transcribe", export_dir=export_dir, wav=clip)).stdout
+    want = TransducerStream(str(export_dir)).transcribe(load_audio(str(clip), 8000))
+    assert streamed.strip() == want.strip()
+    for extra, message in [
+        (dict(encoder="lstm", chunk_size=2), "--chunk_size is for --encoder conformer"),
+        (dict(conformer, conformer_heads=3), "--conformer_dim .16. must be a multiple"),
+        (dict(conformer, chunk_sizes="1,x"), "--chunk_sizes must be positive ints"),
+    ]:
+        result = run("train", **dict(flags, checkpoint_dir=tmp_path / "bad"), **extra)
+        assert result.returncode == 1, result.stderr[-2000:]
+        assert re.search(f"error: {message}", result.stderr), result.stderr[-2000:]
 
 
 def test_train_on_a_localhost_cluster_through_launch(tmp_path):

@@ -79,6 +79,13 @@ define("integer", "train_batch_size", 16, "Training batch size.", lower_bound=1)
 define("integer", "epochs", 50, "Training epochs.", lower_bound=1)
 define("float", "learning_rate", 0.004, "Peak Adam learning rate (cosine decay).")
 define(
+    "integer",
+    "lr_warmup_epochs",
+    0,
+    "Epochs of a linear learning-rate rise before the decay (a Conformer wants a few).",
+    lower_bound=0,
+)
+define(
     "enum",
     "loss",
     "full",
@@ -120,6 +127,52 @@ flag_group("model")
 define("integer", "encoder_units", recipe.ENCODER_UNITS, "Encoder LSTM width.")
 define("integer", "encoder_layers", recipe.ENCODER_LAYERS, "Encoder LSTMs.")
 define("integer", "stack", recipe.STACK, "Frames stacked per encoder step.")
+define(
+    "enum",
+    "encoder",
+    "lstm",
+    list(recipe.ENCODERS),
+    "lstm: --encoder_units/--encoder_layers/--stack; conformer: a streaming "
+    "Conformer (the --conformer_* flags, --subsampling, --chunk_size, "
+    "--left_context, --chunk_sizes).",
+)
+C = recipe.CONFORMER
+define("integer", "conformer_dim", C["conformer_dim"], "Conformer width.")
+define("integer", "conformer_layers", C["conformer_layers"], "Conformer blocks.")
+define("integer", "conformer_heads", C["conformer_heads"], "Attention heads.")
+define(
+    "integer", "conformer_kernel", C["conformer_kernel"], "Causal convolution kernel."
+)
+define(
+    "enum",
+    "subsampling",
+    str(C["subsampling"]),
+    ["2", "4", "8"],
+    "Conformer: feature frames per encoder frame.",
+)
+define(
+    "integer",
+    "chunk_size",
+    C["chunk_size"],
+    "Conformer: encoder frames per attention chunk (the latency: chunk_size * "
+    "subsampling feature frames).",
+)
+define(
+    "integer",
+    "left_context",
+    C["left_context"],
+    "Conformer: encoder frames before its chunk that a frame sees.",
+)
+define(
+    "list",
+    "chunk_sizes",
+    None,
+    "Conformer: chunk sizes drawn from in training (one model, several latencies).",
+)
+CONFORMER_FLAGS = (
+    "conformer_dim", "conformer_layers", "conformer_heads", "conformer_kernel",
+    "subsampling", "chunk_size", "left_context", "chunk_sizes",
+)  # fmt: skip
 define(
     "enum", "predictor", recipe.PREDICTOR, ["lstm", "stateless"], "Prediction network."
 )
@@ -200,6 +253,39 @@ def check_flag_against(flag, saved, source):
         )
 
 
+def conformer_sizes():
+    """The --conformer_* etc. flags given, as `recipe.train`'s conformer dict."""
+    given = [name for name in CONFORMER_FLAGS if FLAGS[name].present]
+    if FLAGS.encoder != "conformer":
+        if given:
+            raise CliError(f"--{given[0]} is for --encoder conformer")
+        return None
+    sizes = {name: FLAGS[name].value for name in CONFORMER_FLAGS}
+    sizes["subsampling"] = int(sizes["subsampling"])
+    for name in CONFORMER_FLAGS[:4] + ("chunk_size",):
+        if sizes[name] < 1:
+            raise CliError(f"--{name} must be >= 1, got {sizes[name]}")
+    if sizes["left_context"] < 0:
+        raise CliError(f"--left_context must be >= 0, got {sizes['left_context']}")
+    if sizes["chunk_sizes"] is not None:
+        try:
+            sizes["chunk_sizes"] = [int(v) for v in sizes["chunk_sizes"]]
+        except ValueError:
+            raise CliError(
+                f"--chunk_sizes must be positive ints, got {sizes['chunk_sizes']}"
+            ) from None
+        if not sizes["chunk_sizes"] or min(sizes["chunk_sizes"]) < 1:
+            raise CliError(
+                f"--chunk_sizes must be positive ints, got {sizes['chunk_sizes']}"
+            )
+    if sizes["conformer_dim"] % sizes["conformer_heads"]:
+        raise CliError(
+            f"--conformer_dim ({sizes['conformer_dim']}) must be a multiple of "
+            f"--conformer_heads ({sizes['conformer_heads']})"
+        )
+    return sizes
+
+
 def write_corpus_manifest(corpus, output):
     """`manifest`: writes the utterances of --corpus to --output (JSON lines)."""
     from tf_transducer.data import corpus_utterances, write_manifest
@@ -256,6 +342,9 @@ def main(argv):
                 encoder_layers=FLAGS.encoder_layers,
                 stack=FLAGS.stack,
                 predictor=FLAGS.predictor,
+                encoder=FLAGS.encoder,
+                conformer=conformer_sizes(),
+                lr_warmup_epochs=FLAGS.lr_warmup_epochs,
                 augment=FLAGS.transducer_augment,
                 wave_augment=FLAGS.wave_augment,
                 warmup_epochs=FLAGS.warmup_epochs,

@@ -86,6 +86,22 @@ ENCODER_LAYERS = 2
 STACK = 3
 PREDICTOR = "stateless"
 PREDICTION_WIDTHS = dict(embedding_dim=64, predictor_units=128, joiner_units=128)
+ENCODERS = ("lstm", "conformer")
+# The Conformer encoder's default sizes (`train(encoder="conformer")`; the
+# `conformer` argument overrides any of them): about the demo LSTM's
+# parameter count, chunks of 8 encoder frames (320 ms at a 10 ms hop and 4x
+# subsampling: the algorithmic latency) and 32 frames of left context.
+CONFORMER = dict(
+    conformer_dim=96,
+    conformer_layers=6,
+    conformer_heads=4,
+    conformer_kernel=15,
+    subsampling=4,
+    chunk_size=8,
+    left_context=32,
+    chunk_sizes=None,
+    encoder_dropout=0.1,
+)
 
 
 def model_config(
@@ -97,6 +113,8 @@ def model_config(
     encoder_layers=ENCODER_LAYERS,
     stack=STACK,
     predictor=PREDICTOR,
+    encoder="lstm",
+    conformer=None,
 ):
     """The recipe's model as `Transducer` keyword arguments.
 
@@ -111,15 +129,38 @@ def model_config(
       encoder_layers: the encoder's LSTM layers.
       stack: input frames per encoder output frame (subsampling).
       predictor: "stateless" or "lstm".
+      encoder: "lstm" (encoder_units, encoder_layers, stack) or "conformer"
+        (CONFORMER's sizes; the three LSTM arguments are then unused).
+      conformer: for "conformer": a dict overriding some of CONFORMER's
+        sizes (keys as its), e.g. {"chunk_size": 4}.
     """
+    if not isinstance(encoder, str) or encoder not in ENCODERS:
+        raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+    if conformer is not None and (
+        encoder != "conformer" or not isinstance(conformer, dict)
+    ):
+        raise ValueError(
+            'conformer: a dict of Conformer sizes, for encoder="conformer" only; '
+            f"got {conformer!r} with encoder={encoder!r}"
+        )
+    unknown = sorted(set(conformer or {}) - set(CONFORMER))
+    if unknown:
+        raise ValueError(
+            f"conformer: unknown sizes {unknown}; they are {sorted(CONFORMER)}"
+        )
+    if encoder == "conformer":
+        sizes = {**CONFORMER, **(conformer or {})}
+        encoder_kwargs = dict(encoder="conformer", **sizes)
+    else:
+        encoder_kwargs = dict(
+            encoder_units=encoder_units, encoder_layers=encoder_layers, stack=stack
+        )
     return dict(
         vocab_size=vocab_size,
         feature_dim=n_mels,
         normalization="global",
         augment=augment,
-        encoder_units=encoder_units,
-        encoder_layers=encoder_layers,
-        stack=stack,
+        **encoder_kwargs,
         predictor=predictor,
         **PREDICTION_WIDTHS,
     )
@@ -229,11 +270,14 @@ def train(
     epochs=50,
     batch_size=16,
     learning_rate=0.004,
+    lr_warmup_epochs=0,
     loss="full",
     encoder_units=ENCODER_UNITS,
     encoder_layers=ENCODER_LAYERS,
     stack=STACK,
     predictor=PREDICTOR,
+    encoder="lstm",
+    conformer=None,
     augment="default",
     wave_augment="default",
     warmup_epochs=WARMUP_EPOCHS,
@@ -271,12 +315,17 @@ def train(
       epochs: epochs to train.
       batch_size: the global batch size (over every replica).
       learning_rate: the peak of a cosine decay.
+      lr_warmup_epochs: epochs of a linear rise from 0 to learning_rate
+        before the decay (Conformers want one; the LSTMs train without).
       loss: "full" (RnntLoss), "fused" (FusedRnntLoss: the same loss without
         storing the joiner's logits) or "pruned" (PrunedRnntLoss).
       encoder_units: the model's encoder LSTM units.
       encoder_layers: the model's encoder LSTM layers.
       stack: input frames per encoder output frame (subsampling).
       predictor: the model's prediction network (see `Transducer`).
+      encoder: "lstm" (the three arguments above) or "conformer" (a
+        streaming Conformer of CONFORMER's sizes).
+      conformer: a dict overriding some of CONFORMER's sizes.
       augment: "default" (AUGMENT_DEFAULT), "none", a SpecAugment policy
         name (LB, LD, SM, SS) or a dict of SpecAugment arguments.
       wave_augment: augmentation of the training audio before its features:
@@ -310,7 +359,7 @@ def train(
         raise ValueError("train_files: give at least one manifest")
     dev_manifests = manifest_list(dev_files, "dev_files")
     train_utterances = read_utterances(train_manifests, "train_files")
-    encoder = make_text_encoder(
+    text_enc = make_text_encoder(
         text_encoder, [u.transcript for u in train_utterances], vocab_size,
         word_delimiter,
     )  # fmt: skip
@@ -325,15 +374,26 @@ def train(
         or warmup_epochs < 0
     ):
         raise ValueError(f"warmup_epochs must be an int >= 0, got {warmup_epochs!r}")
+    if (
+        isinstance(lr_warmup_epochs, bool)
+        or not isinstance(lr_warmup_epochs, int)
+        or not 0 <= lr_warmup_epochs < epochs
+    ):
+        raise ValueError(
+            f"lr_warmup_epochs must be an int in [0, epochs = {epochs}), got "
+            f"{lr_warmup_epochs!r}"
+        )
     wave_config = wave_augment_config(wave_augment)
     model_kwargs = model_config(
-        encoder.vocab_size,
+        text_enc.vocab_size,
         n_mels,
         augment=augment,
         encoder_units=encoder_units,
         encoder_layers=encoder_layers,
         stack=stack,
         predictor=predictor,
+        encoder=encoder,
+        conformer=conformer,
     )
     config = dict(
         features=dict(sample_rate=sample_rate, n_mels=n_mels),
@@ -351,6 +411,7 @@ def train(
             epochs=epochs,
             batch_size=batch_size,
             learning_rate=learning_rate,
+            lr_warmup_epochs=lr_warmup_epochs,
             loss=loss,
             warmup_epochs=warmup_epochs,
             seed=seed,
@@ -360,21 +421,21 @@ def train(
         checkpoint_dir, config, (MODEL_FILE, ENCODER_FILE), overwrite, strategy
     )
     if run_dir.announce(epochs) == "done":
-        model, encoder = load_checkpoint(checkpoint_dir)
-        return model, encoder, None
+        model, text_enc = load_checkpoint(checkpoint_dir)
+        return model, text_enc, None
     mine = speech.shard_utterances(train_utterances, strategy)
     train_data, _ = speech_data(
-        mine, encoder, sample_rate, n_mels, max_duration, skip_bad
+        mine, text_enc, sample_rate, n_mels, max_duration, skip_bad
     )
     dev_data = None
     if dev_manifests:
         dev_utterances = read_utterances(dev_manifests, "dev_files")
         dev_data, _ = speech_data(
             speech.shard_utterances(dev_utterances, strategy),
-            encoder, sample_rate, n_mels, max_duration, skip_bad,
+            text_enc, sample_rate, n_mels, max_duration, skip_bad,
         )  # fmt: skip
     if chief:
-        save_text_encoder_json(encoder, run_dir.file(ENCODER_FILE))
+        save_text_encoder_json(text_enc, run_dir.file(ENCODER_FILE))
     wave = make_wave_augment(wave_config, train_manifests, sample_rate, seed)
 
     def model_fn(steps):
@@ -389,8 +450,13 @@ def train(
             train_data.dataset(64, shuffle=False),
             combine=functools.partial(all_reduce_sums, strategy),
         )
+        rise = lr_warmup_epochs * steps
         schedule = keras.optimizers.schedules.CosineDecay(
-            learning_rate, epochs * steps, alpha=0.05
+            0.0 if rise else learning_rate,
+            (epochs * steps) - rise,
+            alpha=0.05,
+            warmup_target=learning_rate if rise else None,
+            warmup_steps=rise,
         )
         loss_fn = {
             "full": RnntLoss,
@@ -412,14 +478,14 @@ def train(
         strategy=strategy,
         best_file=MODEL_FILE,
         dev_data=dev_data,
-        error_counts=functools.partial(error_counts, encoder=encoder),
+        error_counts=functools.partial(error_counts, encoder=text_enc),
         early_stopping=(max(5, epochs // 5), 0.0) if dev_data is not None else None,
         callbacks=callbacks,
         verbose=verbose,
         augment=wave,
         augment_from_epoch=warmup_epochs,
     )
-    return model, encoder, history
+    return model, text_enc, history
 
 
 def wave_augment_config(wave_augment):
