@@ -25,11 +25,13 @@ Each fenced block is one test case, named `<file>:<line>-<language>`:
 """
 
 import ast
+import atexit
 import contextlib
 import importlib.util
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,12 +139,19 @@ class Page:
     """The shared namespace of one file's python blocks."""
 
     namespace: dict = field(default_factory=lambda: {"__name__": "__docs__"})
-    workdir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="docs-"))
+    workdir: str = field(default_factory=lambda: _scratch_folder())
     done: int = 0
     failed: str | None = None
 
 
 _PAGES = {}
+
+
+def _scratch_folder():
+    """A temporary folder, removed when the test process ends."""
+    folder = tempfile.mkdtemp(prefix="docs-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _page(path):

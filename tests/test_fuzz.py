@@ -35,8 +35,9 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
 }
 
 
-def run_family(family, count):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+def run_family(family, count, scratch):
+    # The cases' temporary files go to scratch (pytest's, which it prunes).
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, TMPDIR=scratch)
     result = subprocess.run(
         [sys.executable, "-m", "tests.fuzz_cases", family, "0", str(count)],
         capture_output=True,
@@ -74,7 +75,7 @@ def problems(reports):
 
 
 @pytest.mark.parametrize("family", sorted(CASES))
-def test_fuzz_family(family):
-    reports = run_family(family, CASES[family])
+def test_fuzz_family(family, tmp_path):
+    reports = run_family(family, CASES[family], str(tmp_path))
     assert {r["legal"] for r in reports} == {True, False} or family == "manifests"
     assert problems(reports) == []
