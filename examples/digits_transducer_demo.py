@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """`make demo`: a streaming RNN-T transducer for spoken digits, end to end.
 
-1. Train a small transducer (log-mel -> 2-layer LSTM encoder, stateless
+1. Train two small transducers (log-mel -> a 2-layer LSTM encoder, or a
+   streaming Conformer encoder: 6 blocks, 320 ms chunks; stateless
    prediction network, joiner; FusedRnntLoss: the RNN-T loss with the
    joiner inside it, its logits never stored; whole words with a delimiter
    class between them) on the bundled
@@ -10,14 +11,15 @@
    augmented afresh (speed 0.9 / 1.0 / 1.1, pitch, tempo, reverberation,
    telephone band, noise and babble, gain, DC offset; `train_loop`: a
    progress bar on a terminal and a line per epoch).
-2. Decode the synthetic test voices (never heard in training) and the
+2. Decode, with each, the synthetic test voices (never heard in training) and the
    bundled real human recordings (digits_real: Allison Smith's digits from
    Debian's asterisk-core-sounds-en-wav, a TIDIGITS utterance from
    pocketsphinx-testdata; never trained on): WER and CER of greedy search
    and of standard beam search (beam 4; several words per frame allowed,
    which read the real voice slightly better than one per frame).
-3. Export the streaming TFLite programs (features, encoder chunk, prediction
-   step, joiner) three times: float, dynamic-range quantised (int8
+3. Keep the one with the lower beam WER on the real voices. Export its
+   streaming TFLite programs (features, encoder chunk, prediction step,
+   joiner) three times: float, dynamic-range quantised (int8
    weights) and full-integer int8 (calibrated on 200 training utterances).
 4. Transcribe both sets chunk by chunk with the LiteRT interpreter with each
    export: WER, size and real-time factor side by side, and the float
@@ -38,7 +40,18 @@ from tf_transducer.data.corpora import manifest  # noqa: E402
 from tf_transducer.training import transducer_recipe as recipe  # noqa: E402
 
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/digits_demo", "Outputs.")
-EPOCHS = flags.DEFINE_integer("demo_epochs", 72, "Training epochs.", lower_bound=1)
+EPOCHS = flags.DEFINE_integer(
+    "demo_epochs", 72, "The LSTM transducer's epochs.", lower_bound=1
+)
+CONFORMER_EPOCHS = flags.DEFINE_integer(
+    "demo_conformer_epochs", 72, "The Conformer transducer's epochs.", lower_bound=1
+)
+ENCODERS = flags.DEFINE_multi_enum(
+    "demo_encoders",
+    ["lstm", "conformer"],
+    ["lstm", "conformer"],
+    "The encoders to train (the demo keeps the better one on the real voices).",
+)
 LOSS = flags.DEFINE_enum(
     "demo_loss", "fused", list(recipe.LOSSES), "The RNN-T loss (see recipe.train)."
 )
@@ -60,16 +73,22 @@ def banner(step, text):
     print(f"\n=== {step}. {text} ===", flush=True)
 
 
-def main(argv):
-    del argv
-    if not flags.FLAGS["verbosity"].present:  # as the command lines
-        logging.set_verbosity(logging.WARNING)
+def train(kind, run_dir):
+    """Trains the demo's transducer with an "lstm" or "conformer" encoder."""
+    if kind == "lstm":
+        # 4 frames per encoder step (40 ms): a step costs 152 ms against
+        # 198 ms at 3, which pays for 72 epochs instead of 64 in about the
+        # same time (BENCHMARKS.md, "Real speech").
+        sizes = dict(stack=4, learning_rate=0.004)
+    else:
+        # recipe.CONFORMER: 6 blocks of 96, 4x subsampling, chunks of 8
+        # encoder frames (320 ms), 32 frames of left context. Attention
+        # wants a gentler start: at 0.004 without a warm-up it stayed on the
+        # blank-only plateau for 30 epochs; at 0.003 with 5 warm-up epochs
+        # it was still there after 14 (BENCHMARKS.md, "Streaming Conformer").
+        sizes = dict(encoder="conformer", learning_rate=0.002, lr_warmup_epochs=5)
     start = time.time()
-    run_dir = os.path.join(WORK_DIR.value, "checkpoint")
-    export_dir = os.path.join(WORK_DIR.value, "tflite")
-
-    banner(1, f"train on {manifest('digits_train')} (76 voices), {EPOCHS.value} epochs")
-    model, encoder, _ = recipe.train(
+    model, text_encoder, _ = recipe.train(
         [manifest("digits_train")],
         run_dir,
         text_encoder="words",
@@ -79,46 +98,76 @@ def main(argv):
         word_delimiter=True,
         sample_rate=SAMPLE_RATE,
         n_mels=N_MELS,
-        epochs=EPOCHS.value,
+        epochs=EPOCHS.value if kind == "lstm" else CONFORMER_EPOCHS.value,
         # The same loss as "full", a step no slower (BENCHMARKS.md, "RNN-T
         # transducer and the demo"), without the [B, T, U + 1, V] logits.
         loss=LOSS.value,
-        # 4 frames per encoder step (40 ms): a step costs 152 ms against
-        # 198 ms at 3, which pays for 72 epochs instead of 64 in about the
-        # same time (BENCHMARKS.md, "Real speech").
-        stack=4,
         # Waveform augmentation only: with SpecAugment too, this small model
         # learned far slower (training loss 4.9 against 1.5 after 41 epochs).
         augment="none",
         wave_augment=WAVE_AUGMENT.value,
         verbose="auto",  # a progress bar on a terminal, else epoch lines
         overwrite=True,  # a fresh run every time (the timings stay comparable)
+        **sizes,
     )
-    trained = time.time() - start
-    print(f"trained in {trained:.0f} s")
+    seconds = time.time() - start
+    print(f"{kind}: {model.count_params():,} parameters, trained in {seconds:.0f} s")
+    return model, text_encoder
 
-    banner(2, "decoding: synthetic test voices and real human recordings")
-    data, keras_wer, offline = {}, {}, {}
+
+def decode(kind, model, text_encoder):
+    """WERs (greedy, beam) and the offline greedy transcripts of both sets."""
+    data, wers, offline = {}, {}, {}
     for name, key in SETS.items():
         data[name], features = recipe.speech_data(
-            [manifest(key)], encoder, SAMPLE_RATE, N_MELS, 30.0
+            [manifest(key)], text_encoder, SAMPLE_RATE, N_MELS, 30.0
         )
-        greedy_wer, greedy_cer, pairs = recipe.evaluate(model, encoder, data[name])
+        greedy_wer, greedy_cer, pairs = recipe.evaluate(model, text_encoder, data[name])
         offline[name] = [hyp for _, hyp in pairs]
         wer, cer, beam_pairs = recipe.evaluate(
-            model, encoder, data[name], beam_width=BEAM, beam_method=BEAM_METHOD
+            model, text_encoder, data[name], beam_width=BEAM, beam_method=BEAM_METHOD
         )
-        keras_wer[name] = (greedy_wer, wer)
-        print(f"{name}: {SOURCES[name]}")
+        wers[name] = (greedy_wer, wer)
         print(
-            f"  {manifest(key)}, {len(pairs)} utterances: greedy WER "
+            f"  {kind:9s} {name:9s} {len(pairs):3d} utterances: greedy WER "
             f"{greedy_wer:.3f} CER {greedy_cer:.3f}; beam {BEAM} WER {wer:.3f} "
             f"CER {cer:.3f}"
         )
-        for ref, hyp in beam_pairs[:2]:
-            print(f"  ref: {ref!r}\n  hyp: {hyp!r}")
+        for ref, hyp in beam_pairs[:1]:
+            print(f"    ref: {ref!r}\n    hyp: {hyp!r}")
+    return data, features, wers, offline
 
-    banner(3, f"export streaming TFLite programs to {export_dir}/<mode>")
+
+def main(argv):
+    del argv
+    if not flags.FLAGS["verbosity"].present:  # as the command lines
+        logging.set_verbosity(logging.WARNING)
+    start = time.time()
+    export_dir = os.path.join(WORK_DIR.value, "tflite")
+    runs = {"lstm": "checkpoint", "conformer": os.path.join("conformer", "checkpoint")}
+    kinds = [k for k in runs if k in ENCODERS.value]
+
+    trained = {}
+    for step, kind in enumerate(kinds, 1):
+        epochs = EPOCHS.value if kind == "lstm" else CONFORMER_EPOCHS.value
+        corpus = manifest("digits_train")
+        banner(f"1.{step}", f"train the {kind} transducer on {corpus} (76 voices), "
+               f"{epochs} epochs")  # fmt: skip
+        trained[kind] = train(kind, os.path.join(WORK_DIR.value, runs[kind]))
+    training_seconds = time.time() - start
+
+    banner(2, "decoding: synthetic test voices and real human recordings")
+    for name, key in SETS.items():
+        print(f"{name} ({manifest(key)}): {SOURCES[name]}")
+    decoded = {kind: decode(kind, *trained[kind]) for kind in kinds}
+    # Kept: the better beam WER on the real voices (then the synthetic ones).
+    kind = min(kinds, key=lambda k: (decoded[k][2]["real"][1],
+                                     decoded[k][2]["synthetic"][1]))  # fmt: skip
+    model, text_encoder = trained[kind]
+    data, features, keras_wer, offline = decoded[kind]
+    print(f"kept: the {kind} transducer (its beam WER on the real voices)")
+
+    banner(3, f"export the {kind} transducer's streaming programs to {export_dir}")
     from tf_transducer.data import calibration_audio
     from tf_transducer.export import export_transducer
 
@@ -127,7 +176,7 @@ def main(argv):
         sizes = export_transducer(
             model,
             os.path.join(export_dir, mode),
-            encoder,
+            text_encoder,
             features,
             quantization=mode,
             calibration_audio=calibration if mode == "int8" else None,
@@ -143,13 +192,15 @@ def main(argv):
         for mode in MODES
         for name in SETS
     }
-    print(f"  {'programs':16s} {'size MB':>8s} {'WER synth':>10s} {'WER real':>9s} "
+    print(f"  {'programs':22s} {'size MB':>8s} {'WER synth':>10s} {'WER real':>9s} "
           f"{'RTF':>7s}  {'= offline greedy':>16s}")  # fmt: skip
-    for i, label in enumerate(("Keras greedy", f"Keras beam {BEAM}")):
-        print(
-            f"  {label:16s} {'':>8s} {keras_wer['synthetic'][i]:10.3f} "
-            f"{keras_wer['real'][i]:9.3f}"
-        )
+    for other in kinds:
+        for i, label in enumerate(("greedy", f"beam {BEAM}")):
+            wers = decoded[other][2]
+            print(
+                f"  {'Keras ' + other + ' ' + label:22s} {'':>8s} "
+                f"{wers['synthetic'][i]:10.3f} {wers['real'][i]:9.3f}"
+            )
     total = sum(len(texts) for texts in offline.values())
     for mode in MODES:
         synth, real = results[mode, "synthetic"], results[mode, "real"]
@@ -159,8 +210,9 @@ def main(argv):
             for a, b in zip(results[mode, name]["texts"], offline[name], strict=True)
         )
         print(
-            f"  {mode:16s} {synth['size'] / 1e6:8.2f} {synth['wer']:10.3f} "
-            f"{real['wer']:9.3f} {synth['rtf']:7.4f}  {same:>9d} / {total}"
+            f"  {'TFLite ' + kind + ' ' + mode:22s} {synth['size'] / 1e6:8.2f} "
+            f"{synth['wer']:10.3f} {real['wer']:9.3f} {synth['rtf']:7.4f}  "
+            f"{same:>9d} / {total}"
         )
     real = data["real"]
     for i in (0, len(real.paths) - 1):
@@ -170,8 +222,9 @@ def main(argv):
             f"{real.transcripts[i]!r})"
         )
     print(
-        f"\ndone in {time.time() - start:.0f} s (training {trained:.0f} s); beam "
-        f"{BEAM} WER {keras_wer['synthetic'][1]:.3f} on synthetic test voices, "
+        f"\ndone in {time.time() - start:.0f} s (training {training_seconds:.0f} s); "
+        f"kept the {kind} transducer: beam {BEAM} WER "
+        f"{keras_wer['synthetic'][1]:.3f} on synthetic test voices, "
         f"{keras_wer['real'][1]:.3f} on real recordings; streamed dynamic-range "
         f"programs {results['dynamic', 'synthetic']['wer']:.3f} / "
         f"{results['dynamic', 'real']['wer']:.3f}"
