@@ -265,16 +265,20 @@ def test_manifest_lists_a_librispeech_tree_and_names_bad_flags(tmp_path):
     ]
     seconds = [sf.info(u.path).frames / sf.info(u.path).samplerate for u in digits]
     np.testing.assert_allclose([u.duration for u in back], seconds)
-    for flags, message in [
-        (dict(output=out), "--corpus is needed"),
-        (dict(corpus=tmp_path / "LibriSpeech"), "--output is needed"),
-        (dict(corpus=tmp_path, output=tmp_path / "x.csv"), "--output: .* .jsonl"),
-        (dict(corpus=chapter / "nope.tsv", output=out), "--corpus: corpus .* does"),
-        (dict(corpus=out, output=out), "--corpus: corpus .* none of the layouts"),
+    result = run("manifest", output=out)  # a command-line error: exit 1
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "error: --corpus is needed" in result.stderr, result.stderr[-2000:]
+    from tf_transducer.cli._common import CliError
+    from tf_transducer.cli.transducer import write_corpus_manifest
+
+    for corpus, output, message in [  # the others, in this process
+        (str(tmp_path / "LibriSpeech"), "", "--output is needed"),
+        (str(tmp_path), str(tmp_path / "x.csv"), "--output: .* .jsonl"),
+        (str(chapter / "nope.tsv"), str(out), "--corpus: corpus .* does"),
+        (str(out), str(out), "--corpus: corpus .* none of the layouts"),
     ]:
-        result = run("manifest", **flags)
-        assert result.returncode == 1, result.stderr[-2000:]
-        assert re.search(f"error: {message}", result.stderr), result.stderr[-2000:]
+        with pytest.raises(CliError, match=message):
+            write_corpus_manifest(corpus, output)
     assert read_manifest(str(out)) == back  # the failed runs left it alone
 
 

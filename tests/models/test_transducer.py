@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Transducer: overfitting real clips (both losses), streaming, beams, save/load."""
+"""Transducer: overfitting real clips (FastEmit), streaming, beams, save/load."""
 
 import json
 import os
@@ -22,7 +22,7 @@ from tf_transducer.decoding.transducer import (
     transducer_greedy_decode,
 )
 from tf_transducer.export import TransducerStream, export_transducer
-from tf_transducer.losses import PrunedRnntLoss, RnntLoss
+from tf_transducer.losses import RnntLoss
 from tf_transducer.models import Transducer
 from tf_transducer.training import transducer_recipe as recipe
 
@@ -50,8 +50,8 @@ def two_clips():
     )
 
 
-@pytest.fixture(scope="module", params=["full", "pruned"])
-def overfit(request):
+@pytest.fixture(scope="module")
+def overfit():
     x, y, texts, paths, features = two_clips()
     keras.utils.set_random_seed(3)
     model = Transducer(
@@ -68,14 +68,11 @@ def overfit(request):
     model.build()
     model.normalizer.adapt([x])
     # Left alone, an over-fitted transducer holds its last labels back past
-    # the last frames, where greedy search cannot follow. Something must pull
-    # emissions earlier: FastEmit on the full loss, a delay penalty on the
-    # pruned one (on the full lattice a penalty this large is degenerate: all
-    # labels at frame 0 earn more than they cost).
-    if request.param == "full":
-        loss = RnntLoss(fastemit_lambda=0.01)
-    else:
-        loss = PrunedRnntLoss(s_range=5, delay_penalty=0.05)
+    # the last frames, where greedy search cannot follow: FastEmit pulls
+    # emissions earlier. (PrunedRnntLoss(s_range=5, delay_penalty=0.05)
+    # overfit them too when this test also ran it; tests/test_pruned_loss.py
+    # and the command-line tests train with it.)
+    loss = RnntLoss(fastemit_lambda=0.01)
     model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=5.0), loss=loss)
     steps = 0
     while steps < 1000:
@@ -85,19 +82,19 @@ def overfit(request):
         hyps = transducer_greedy_decode(model, x, SYMBOLS)
         if [ALPHABET.decode(h) for h in hyps] == texts:
             break
-    return model, x, texts, steps, paths, features, request.param
+    return model, x, texts, steps, paths, features
 
 
-def test_overfits_real_clips_with_both_losses(overfit):
-    model, x, texts, steps, _, _, loss = overfit
+def test_overfits_real_clips(overfit):
+    model, x, texts, steps, _, _ = overfit
     got = [ALPHABET.decode(h) for h in transducer_greedy_decode(model, x, SYMBOLS)]
-    assert got == texts, f"{loss} loss, after {steps} steps: {got}"
+    assert got == texts, f"after {steps} steps: {got}"
 
 
 @pytest.fixture(scope="module")
 def exports(overfit, tmp_path_factory):
     """{mode: export folder} of the overfit model, float, dynamic and int8."""
-    model, _, _, _, paths, features, _ = overfit
+    model, _, _, _, paths, features = overfit
     calibration = [sf.read(path, dtype="float32")[0] for path in paths]
     folders, sizes = {}, {}
     for mode in ("float", "dynamic", "int8"):
@@ -116,7 +113,7 @@ def exports(overfit, tmp_path_factory):
 
 @pytest.mark.parametrize("chunk", [400, 1777])
 def test_tflite_stream_equals_offline_greedy(overfit, exports, chunk):
-    model, _, _, _, paths, features, _ = overfit
+    model, _, _, _, paths, features = overfit
     folders, _ = exports
     streams = {
         mode: TransducerStream(folder, max_symbols_per_frame=SYMBOLS)
@@ -156,7 +153,7 @@ def test_quantised_exports_record_their_mode_and_are_smaller(exports):
 
 
 def test_beam_one_is_greedy_and_wider_beams_score_no_lower(overfit):
-    model, x, _, _, _, _, _ = overfit
+    model, x, _, _, _, _ = overfit
     encoded, lengths = model.encode(x)
     projected = np.asarray(model.joiner.project_encoder(encoded))
     steps = KerasSteps(model)
@@ -173,7 +170,7 @@ def test_beam_one_is_greedy_and_wider_beams_score_no_lower(overfit):
 
 
 def test_save_and_load_give_identical_outputs(overfit, tmp_path):
-    model, x, _, _, _, _, _ = overfit
+    model, x, _, _, _, _ = overfit
     model.save(tmp_path / "model.keras")
     loaded = keras.models.load_model(tmp_path / "model.keras", compile=False)
     np.testing.assert_array_equal(loaded(x)["encoder"], model(x)["encoder"])
