@@ -23,6 +23,16 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def tensorflow_with_threads(threads):
+    """TensorFlow, quiet (C++ warnings off) and on `threads` threads."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return tf
+
+
 def self_command(spec):
     """argv that runs the benchmark module of `spec` (its `__spec__`) again.
 

@@ -49,15 +49,6 @@ BATCH, FRAMES, LABELS = 16, 1000, 60
 DEMO_RUNS = {"lstm": "checkpoint", "conformer": "conformer/checkpoint"}
 
 
-def _quiet_tf(threads):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return tf
-
-
 def _preset_model(name):
     import keras
 
@@ -91,7 +82,7 @@ def _text_encoder():
 def _stream_speed(export_dir):
     """Worker: {rtf, chunk_ms} of one export, pinned to one core."""
     os.sched_setaffinity(0, {0})
-    _quiet_tf(1)
+    _harness.tensorflow_with_threads(1)
     from tf_transducer.export import TransducerStream
 
     stream = TransducerStream(export_dir, num_threads=1)
@@ -146,7 +137,7 @@ def presets():
     from tf_transducer.export import export_transducer
     from tf_transducer.models.transducer import CONFORMER_PRESETS
 
-    _quiet_tf(2)
+    _harness.tensorflow_with_threads(2)
     features = tt.LogMelSpectrogram(sample_rate=RATE, n_mels=MELS)
     clips, text_encoder = _clips(), _text_encoder()
     rows = []
@@ -227,7 +218,7 @@ def _lstm_like(params):
 
 def _training_step(kind):
     """Worker: serves one training step's time of "conformer" or "lstm"."""
-    tf = _quiet_tf(2)
+    tf = _harness.tensorflow_with_threads(2)
     import keras
 
     from tf_transducer.losses import FusedRnntLoss
@@ -269,7 +260,7 @@ def training():
 
 
 def demo():
-    _quiet_tf(2)
+    _harness.tensorflow_with_threads(2)
     from tf_transducer.data import calibration_audio
     from tf_transducer.data.corpora import manifest
     from tf_transducer.export import export_transducer

@@ -24,18 +24,9 @@ from benchmarks import _harness
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'rtf,DIR' or 'train'.")
 
 
-def _tf(threads):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return tf
-
-
 def rtf(export_dir):
     os.sched_setaffinity(0, {0})
-    _tf(1)
+    _harness.tensorflow_with_threads(1)
     import numpy as np
 
     from tf_transducer.export import DeepSpeechStream
@@ -52,7 +43,7 @@ def rtf(export_dir):
 
 
 def train_steps():
-    tf = _tf(2)
+    tf = _harness.tensorflow_with_threads(2)
     import keras
 
     from tf_transducer.losses import CtcLoss
@@ -89,7 +80,7 @@ def main(argv):
         what, *rest = WORKER.value.split(",")
         rtf(rest[0]) if what == "rtf" else train_steps()
         return
-    _tf(2)
+    _harness.tensorflow_with_threads(2)
     from tf_transducer.data import CharacterAlphabet
     from tf_transducer.export import export_deepspeech
     from tf_transducer.models import DeepSpeech

@@ -31,15 +31,6 @@ EXPORT_DIR = flags.DEFINE_string(
 WORKER = flags.DEFINE_string("worker", None, "Internal.")
 
 
-def _setup(threads):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return tf
-
-
 def _demo_model(vocab_size):
     from tf_transducer.models import Transducer
     from tf_transducer.training import transducer_recipe as recipe
@@ -64,7 +55,7 @@ def _digits(tf):
 
 
 def serve_step(loss_name):
-    tf = _setup(2)
+    tf = _harness.tensorflow_with_threads(2)
     import keras
 
     import tf_transducer as tt
@@ -89,7 +80,7 @@ def serve_step(loss_name):
 
 def rtf(export_dir):
     os.sched_setaffinity(0, {0})
-    _setup(1)
+    _harness.tensorflow_with_threads(1)
     import soundfile as sf
 
     import tf_transducer as tt
@@ -122,7 +113,7 @@ def main(argv):
     export_dir, note = EXPORT_DIR.value, "the demo's trained export"
     with tempfile.TemporaryDirectory() as folder:
         if not os.path.isfile(os.path.join(export_dir, "export.json")):
-            tf = _setup(2)
+            tf = _harness.tensorflow_with_threads(2)
             from tf_transducer.export import export_transducer
 
             encoder, features = _digits(tf)
