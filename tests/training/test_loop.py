@@ -246,8 +246,10 @@ def test_verbose_0_prints_nothing(capsys, monkeypatch):
 
 def test_checkpoints_log_no_saver_info(tmp_path, caplog):
     # The saver's "Sharding callback duration" INFO lines go through absl's
-    # logger, which absl's app.run sets to INFO.
+    # logger, which absl's app.run sets to INFO (set here on that logger
+    # itself: the root's level alone leaves it to what earlier tests did).
     caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     train_loop(_transducer(), _dataset_fn, epochs=1, steps_per_epoch=2,
                checkpoint_dir=str(tmp_path), save_every=1, log_every=1,
                verbose=0)  # fmt: skip
