@@ -14,7 +14,7 @@ TF_VERSION := 2.21.0
 # Python ARPA reader when kenlm is missing.
 DEV_EXTRAS := data,export,train,test,docs,notebooks,package
 
-.PHONY: docs bazel-test package-test demo test bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
+.PHONY: docs bazel-test package-test demo test test-slow bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,8 +32,13 @@ build: tf_transducer/_ops.so
 demo: build
 	$(PY) examples/digits_transducer_demo.py
 
+# `make test` leaves the few end-to-end training runs marked slow (a minute
+# or more each) to `make test-slow`; .ci/run runs both.
 test: build
-	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" tests
+
+test-slow: build
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m slow tests
 
 # Every benchmark, each run as a module from the repository root (results:
 # benchmarks/BENCHMARKS.md).  The last three measure the demo's trained run,

@@ -29,6 +29,7 @@ def run(**flags):
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
 
 
+@pytest.mark.slow  # trains, tests, exports: about 45 s
 def test_train_test_export_transcribe(tmp_path):
     run_dir, export_dir = tmp_path / "run", tmp_path / "export"
     result = run(

@@ -58,6 +58,7 @@ def ok(result):
     return result
 
 
+@pytest.mark.slow  # trains, evaluates, exports: about 70 s
 def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
     run_dir, export_dir = tmp_path / "run", tmp_path / "export"
     result = ok(

@@ -85,6 +85,7 @@ def overfit():
     return model, x, texts, steps, paths, features
 
 
+@pytest.mark.slow  # the overfit fixture trains for about 100 s
 def test_overfits_real_clips(overfit):
     model, x, texts, steps, _, _ = overfit
     got = [ALPHABET.decode(h) for h in transducer_greedy_decode(model, x, SYMBOLS)]
@@ -111,6 +112,7 @@ def exports(overfit, tmp_path_factory):
     return folders, sizes
 
 
+@pytest.mark.slow  # the overfit fixture trains for about 100 s
 @pytest.mark.parametrize("chunk", [400, 1777])
 def test_tflite_stream_equals_offline_greedy(overfit, exports, chunk):
     model, _, _, _, paths, features = overfit
@@ -131,6 +133,7 @@ def test_tflite_stream_equals_offline_greedy(overfit, exports, chunk):
         assert isinstance(got["int8"], str)  # full integer: close, not exact
 
 
+@pytest.mark.slow  # the overfit fixture trains for about 100 s
 def test_quantised_exports_record_their_mode_and_are_smaller(exports):
     folders, sizes = exports
     for mode, folder in folders.items():
@@ -152,6 +155,7 @@ def test_quantised_exports_record_their_mode_and_are_smaller(exports):
         TransducerStream(folders["dynamic"], quantization="int8")
 
 
+@pytest.mark.slow  # the overfit fixture trains for about 100 s
 def test_beam_one_is_greedy_and_wider_beams_score_no_lower(overfit):
     model, x, _, _, _, _ = overfit
     encoded, lengths = model.encode(x)
@@ -169,6 +173,7 @@ def test_beam_one_is_greedy_and_wider_beams_score_no_lower(overfit):
     assert len(standard) == 2 and all(standard)
 
 
+@pytest.mark.slow  # the overfit fixture trains for about 100 s
 def test_save_and_load_give_identical_outputs(overfit, tmp_path):
     model, x, _, _, _, _ = overfit
     model.save(tmp_path / "model.keras")
