@@ -182,6 +182,7 @@ class Interrupt(Exception):
     pass
 
 
+@pytest.mark.slow  # trains four times: about 30 s
 def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
     import keras
 
@@ -283,6 +284,7 @@ def test_manifest_lists_a_librispeech_tree_and_names_bad_flags(tmp_path):
     assert read_manifest(str(out)) == back  # the failed runs left it alone
 
 
+@pytest.mark.slow  # trains, exports, transcribes: about 40 s
 def test_conformer_trains_on_a_librispeech_tree_and_streams(tmp_path):
     chapter, _ = librispeech_tree(tmp_path, 12)
     corpus = tmp_path / "LibriSpeech"
