@@ -74,14 +74,14 @@ META_KEYS = (
 QUANTIZED = ("encoder", "predictor")
 
 
-def _encoder_program(model, chunk_frames):
+def _encoder_program(model, chunk_frames, state_shapes):
+    """The encoder step; state_shapes: those of initial_state(1), batch left out."""
     encoder = model.encoder
-    states = encoder.initial_state(1)
     specs = [
         tf.TensorSpec([1, chunk_frames, model.feature_dim], tf.float32),
         tf.TensorSpec([1], tf.int32),
-    ] + [tf.TensorSpec(s.shape, tf.float32) for s in states]
-    names = ["features", "valid"] + [f"state_{i}" for i in range(len(states))]
+    ] + [tf.TensorSpec([1, *shape], tf.float32) for shape in state_shapes]
+    names = ["features", "valid"] + [f"state_{i}" for i in range(len(state_shapes))]
 
     def body(features, valid, *states):
         if model.normalizer is not None:
@@ -198,9 +198,10 @@ def export_transducer(
     def joiner_program(encoder, decoder):
         return {"logits": model.joiner.joint(encoder, decoder)}
 
+    encoder_states = [list(s.shape[1:]) for s in model.encoder.initial_state(1)]
     functions = {
         "features": feature_program,
-        "encoder": _encoder_program(model, chunk_frames),
+        "encoder": _encoder_program(model, chunk_frames, encoder_states),
         "predictor": _predictor_program(model),
         "joiner": joiner_program,
     }
@@ -218,9 +219,7 @@ def export_transducer(
         # (None: an LSTM's whole past).
         "chunk_size": chunk_frames // stack,
         "left_context": model.encoder.left_context if conformer else None,
-        "encoder_state_shapes": [
-            list(s.shape[1:]) for s in model.encoder.initial_state(1)
-        ],
+        "encoder_state_shapes": encoder_states,
         "predictor_states": state_shapes,
         "predictor_kind": model.predictor.kind,
         "vocab_size": model.vocab_size,

@@ -27,6 +27,7 @@ import os
 import keras
 
 from tf_transducer.data.text import save_text_encoder_json
+from tf_transducer.models.transducer import CONFORMER_PRESETS
 from tf_transducer.training import speech
 from tf_transducer.training.distributed import (
     all_reduce_sums,
@@ -88,21 +89,17 @@ PREDICTOR = "stateless"
 PREDICTION_WIDTHS = dict(embedding_dim=64, predictor_units=128, joiner_units=128)
 ENCODERS = ("lstm", "conformer")
 # The Conformer encoder's default sizes (`train(encoder="conformer")`; the
-# `conformer` argument overrides any of them): 1.53 M parameters in the
-# demo's model (its LSTMs: 1.03 M), chunks of 8 encoder frames (320 ms at a
-# 10 ms hop and 4x subsampling: the algorithmic latency) and 32 frames of
-# left context.
-CONFORMER = dict(
-    conformer_dim=96,
-    conformer_layers=6,
-    conformer_heads=4,
-    conformer_kernel=15,
-    subsampling=4,
-    chunk_size=8,
-    left_context=32,
-    chunk_sizes=None,
-    encoder_dropout=0.1,
-)
+# `conformer` argument overrides any of them): the encoder of
+# CONFORMER_PRESETS["conformer-2m"], 1.53 M parameters in the demo's model
+# (its LSTMs: 1.03 M), chunks of 8 encoder frames (320 ms at a 10 ms hop and
+# 4x subsampling: the algorithmic latency) and 32 frames of left context.
+CONFORMER = {
+    key: CONFORMER_PRESETS["conformer-2m"][key]
+    for key in ("conformer_dim", "conformer_layers", "conformer_heads",
+                "conformer_kernel", "subsampling", "chunk_size", "left_context",
+                "encoder_dropout")
+}  # fmt: skip
+CONFORMER["chunk_sizes"] = None
 
 
 def model_config(
