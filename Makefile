@@ -14,7 +14,7 @@ TF_VERSION := 2.21.0
 # Python ARPA reader when kenlm is missing.
 DEV_EXTRAS := data,export,train,test,docs,notebooks,package
 
-.PHONY: docs bazel-test package-test demo test test-slow bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks
+.PHONY: docs bazel-test package-test demo test test-slow bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks gpu-emu-check gpu-emu-tsan gpu-emu-mutants gpu-emu
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -80,6 +80,61 @@ $(GPU_HARNESS): cc/gpu_harness/harness.cu $(CC_FILES)
 	  cc/gpu_harness/harness.cu $(CUDA_SOURCES) -o $@
 
 gpu-harness: $(GPU_HARNESS)
+
+# The same harness, and the emulator's self-test, built by g++ against the
+# CPU emulator of cc/gpu_emu instead of CUDA (no GPU, no nvcc), one object
+# per source (-MMD: a change rebuilds what includes it).  gpu-emu-check: the
+# AddressSanitizer + UndefinedBehaviorSanitizer build, the self-test and
+# every `check` case with the blocks in reverse order; gpu-emu-tsan: the
+# ThreadSanitizer build, every case, blocks shuffled; gpu-emu-mutants:
+# planted bugs each of which gpu-emu-check must catch (tests/gpu_emu).
+# GPU_EMU_ROOT builds another copy of cc/ (the mutants' scratch copies).
+GPU_EMU_CXX ?= g++
+GPU_EMU_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+GPU_EMU_ROOT ?= .
+GPU_EMU_FLAGS := -std=c++17 -O2 -g -pthread -fno-omit-frame-pointer -Wall \
+  -Wno-unknown-pragmas -Wno-sign-compare -I $(GPU_EMU_ROOT) -I $(GPU_EMU_ROOT)/cc/gpu_emu -MMD -MP
+GPU_EMU_SANITIZE_asan := -fsanitize=address,undefined -fno-sanitize-recover=all
+GPU_EMU_SANITIZE_tsan := -fsanitize=thread
+GPU_EMU_HARNESS := cc/gpu_harness/harness.cu $(sort $(notdir $(CUDA_SOURCES)))
+GPU_EMU_OUT = $(GPU_EMU_ROOT)/build/gpu_emu/$(1)
+GPU_EMU_OBJ = $(call GPU_EMU_OUT,$(1))/$(basename $(notdir $(2))).o
+# $(1): asan or tsan.
+define GPU_EMU_VARIANT
+$(call GPU_EMU_OUT,$(1))/%.o: $(GPU_EMU_ROOT)/cc/kernels/gpu/%.cu
+	@mkdir -p $$(@D)
+	$(GPU_EMU_CXX) $(GPU_EMU_FLAGS) $(GPU_EMU_SANITIZE_$(1)) -x c++ -c $$< -o $$@
+$(call GPU_EMU_OUT,$(1))/%.o: $(GPU_EMU_ROOT)/cc/gpu_harness/%.cu
+	@mkdir -p $$(@D)
+	$(GPU_EMU_CXX) $(GPU_EMU_FLAGS) $(GPU_EMU_SANITIZE_$(1)) -x c++ -c $$< -o $$@
+$(call GPU_EMU_OUT,$(1))/%.o: $(GPU_EMU_ROOT)/cc/gpu_emu/%.cu
+	@mkdir -p $$(@D)
+	$(GPU_EMU_CXX) $(GPU_EMU_FLAGS) $(GPU_EMU_SANITIZE_$(1)) -x c++ -c $$< -o $$@
+$(call GPU_EMU_OUT,$(1))/harness: $(foreach f,$(GPU_EMU_HARNESS),$(call GPU_EMU_OBJ,$(1),$(f)))
+	$(GPU_EMU_CXX) $(GPU_EMU_SANITIZE_$(1)) -pthread $$^ -o $$@
+$(call GPU_EMU_OUT,$(1))/selftest: $(call GPU_EMU_OBJ,$(1),selftest.cu)
+	$(GPU_EMU_CXX) $(GPU_EMU_SANITIZE_$(1)) -pthread $$^ -o $$@
+-include $(wildcard $(call GPU_EMU_OUT,$(1))/*.d)
+endef
+$(eval $(call GPU_EMU_VARIANT,asan))
+$(eval $(call GPU_EMU_VARIANT,tsan))
+
+# ASan's one warning about swapcontext is expected (the fiber switches are
+# announced to it: cc/gpu_emu/fiber.h).
+gpu-emu-check:
+	$(MAKE) --no-print-directory -j$(GPU_EMU_JOBS) $(call GPU_EMU_OUT,asan)/harness $(call GPU_EMU_OUT,asan)/selftest
+	$(call GPU_EMU_OUT,asan)/selftest
+	TT_GPU_EMU_ORDER=reverse $(call GPU_EMU_OUT,asan)/harness check $(GPU_EMU_CHECK_FLAGS)
+
+gpu-emu-tsan:
+	$(MAKE) --no-print-directory -j$(GPU_EMU_JOBS) $(call GPU_EMU_OUT,tsan)/harness
+	TSAN_OPTIONS="halt_on_error=1 exitcode=1" TT_GPU_EMU_ORDER=shuffle:7 \
+	  $(call GPU_EMU_OUT,tsan)/harness check
+
+gpu-emu-mutants: gpu-emu-check
+	python3 tests/gpu_emu/mutants.py
+
+gpu-emu: gpu-emu-check gpu-emu-tsan gpu-emu-mutants
 
 # On a GPU machine (TensorFlow and a network not needed): the CUDA kernels
 # against the CPU maths (under compute-sanitizer's memcheck when present),

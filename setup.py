@@ -35,7 +35,13 @@ SOURCES = sorted(glob.glob(os.path.join("cc", "**", "*.cc"), recursive=True))
 CUDA_SOURCES = sorted(
     glob.glob(os.path.join("cc", "kernels", "**", "*.cu"), recursive=True)
 )
-HEADERS = sorted(glob.glob(os.path.join("cc", "**", "*.h"), recursive=True))
+# cc/gpu_emu (the CPU emulator of the CUDA runtime, for `make
+# gpu-emu-check`) is not part of the library.
+HEADERS = sorted(
+    h
+    for h in glob.glob(os.path.join("cc", "**", "*.h"), recursive=True)
+    if not h.startswith(os.path.join("cc", "gpu_emu", ""))
+)
 # -march is left out on purpose: the library must run on any x86-64 machine
 # that TensorFlow itself runs on.
 OPT_FLAGS = [

@@ -2,7 +2,8 @@
 // A standalone check and benchmark of the CUDA kernels of cc/kernels/gpu,
 // without TensorFlow (README.md next to this file):
 //
-//   harness [check]          the CUDA launchers against the same maths on the
+//   harness [check [--fail-fast]]
+//                            the CUDA launchers against the same maths on the
 //                            CPU (the shared headers), seeded random cases;
 //                            float, double, half and bfloat16 logits
 //   harness bench [--repeats N] [--shapes B,T,U,V;...]
@@ -32,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
 #include "cc/kernels/mutual_information.h"
 #include "cc/kernels/rnnt_joint.h"
@@ -1058,8 +1060,21 @@ bool RunJointCase(const JointCase& c, uint64_t seed) {
                            c.nan_batch);
 }
 
-// Adds the joint cases' counts to *passed and *total.
-void CheckJoint(uint64_t seed, int* passed, int* total) {
+// The check's counts; with fail_fast, the first failure ends the run.
+struct Tally {
+  int passed = 0, total = 0;
+  bool fail_fast = false;
+  void Add(bool ok) {
+    ++total;
+    passed += ok;
+    if (!ok && fail_fast) {
+      std::printf("SUMMARY: stopped at the first failure (--fail-fast)\n");
+      std::exit(1);
+    }
+  }
+};
+
+void CheckJoint(uint64_t seed, Tally* tally) {
   using RT = RnntType;
   using JA = JointActivation;
   // clang-format off
@@ -1089,14 +1104,14 @@ void CheckJoint(uint64_t seed, int* passed, int* total) {
   // clang-format on
   for (const JointCase& c : cases) {
     ++seed;
-    *passed += RunJointCase<float>(c, seed) + RunJointCase<double>(c, seed) +
-               RunJointCase<float, Half>(c, seed) +
-               RunJointCase<float, BFloat16>(c, seed);
-    *total += 4;
+    tally->Add(RunJointCase<float>(c, seed));
+    tally->Add(RunJointCase<double>(c, seed));
+    tally->Add(RunJointCase<float, Half>(c, seed));
+    tally->Add(RunJointCase<float, BFloat16>(c, seed));
   }
 }
 
-int Check() {
+int Check(bool fail_fast) {
   const MiCase mi_cases[] = {
       {"regular", 4, 7, 15, false, 0.05, -1},
       {"modified", 4, 6, 14, true, 0.05, -1},
@@ -1123,23 +1138,25 @@ int Check() {
       {RT::kConstrained, 3, 11, 5, 18, 0, 1, 0, 0, 0.2, true, true},
   };
   // clang-format on
-  int passed = 0, total = 0;
+  Tally tally;
+  tally.fail_fast = fail_fast;
   uint64_t seed = kSeed;
   for (const MiCase& c : mi_cases) {
     ++seed;
-    passed += RunMiCase<float>(c, seed) + RunMiCase<double>(c, seed);
-    total += 2;
+    tally.Add(RunMiCase<float>(c, seed));
+    tally.Add(RunMiCase<double>(c, seed));
   }
   for (const RnntCase& c : rnnt_cases) {
     ++seed;
-    passed += RunRnntCase<float>(c, seed) + RunRnntCase<double>(c, seed) +
-              RunRnntCase<float, Half>(c, seed) +
-              RunRnntCase<float, BFloat16>(c, seed);
-    total += 4;
+    tally.Add(RunRnntCase<float>(c, seed));
+    tally.Add(RunRnntCase<double>(c, seed));
+    tally.Add(RunRnntCase<float, Half>(c, seed));
+    tally.Add(RunRnntCase<float, BFloat16>(c, seed));
   }
-  CheckJoint(seed, &passed, &total);
-  std::printf("SUMMARY: %d passed, %d failed\n", passed, total - passed);
-  return passed == total ? 0 : 1;
+  CheckJoint(seed, &tally);
+  std::printf("SUMMARY: %d passed, %d failed\n", tally.passed,
+              tally.total - tally.passed);
+  return tally.passed == tally.total ? 0 : 1;
 }
 
 // ---------------------------------------------------------------------------
@@ -1214,7 +1231,8 @@ void BenchShape(const Shape& sh, int repeats, double peak_bw) {
     in.boundary.insert(in.boundary.end(), {0, 0, S, Tn});
   }
   Rnnt<Gpu, float, L> loss(in, /*in_place=*/false);
-  FillUniform<<<4096, 256>>>(loss.logits.get(), n_logits, kSeed, -3, 3);
+  TT_LAUNCH(4096, 256, 0, nullptr, FillUniform<L>)(loss.logits.get(), n_logits,
+                                                   kSeed, -3, 3);
   CHECK(cudaGetLastError());
   CHECK(cudaMemGetInfo(&free_after, &total));
   const double fwd = MedianMs([&] { loss.Forward(); }, repeats);
@@ -1303,8 +1321,8 @@ void BenchJointShape(const JointShape& sh, int repeats) {
   const int64_t sizes[4] = {B * Tn * J, B * W * J, J * C, C};
   const float limits[4] = {1.0f, 1.0f, float(std::sqrt(3.0 / J)), 0.1f};
   for (int i = 0; i < 4; ++i) {
-    FillUniform<<<4096, 256>>>(loss.inputs(i)->get(), sizes[i], kSeed + i,
-                               -limits[i], limits[i]);
+    TT_LAUNCH(4096, 256, 0, nullptr, FillUniform<L>)(
+        loss.inputs(i)->get(), sizes[i], kSeed + i, -limits[i], limits[i]);
   }
   CHECK(cudaGetLastError());
   const double fwd = MedianMs([&] { loss.Forward(); }, repeats);
@@ -1513,7 +1531,7 @@ int CompareJoint(const std::string& dir) {
 
 int Usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [check]\n"
+               "usage: %s [check [--fail-fast]]\n"
                "       %s bench [--repeats N] [--shapes B,T,U,V;...] "
                "[--dtype float|half|bfloat16]\n"
                "       %s bench-joint [--repeats N] [--shapes B,T,U,V,J;...] "
@@ -1555,7 +1573,9 @@ int main(int argc, char** argv) {
         return Usage(argv[0]);
       }
     }
-  } else if (!(mode == "check" && argc <= 2) &&
+  } else if (!(mode == "check" &&
+               (argc <= 2 ||
+                (argc == 3 && std::string(argv[2]) == "--fail-fast"))) &&
              !((mode == "compare" || mode == "compare-joint") && argc == 3)) {
     return Usage(argv[0]);
   }
@@ -1572,7 +1592,7 @@ int main(int argc, char** argv) {
   std::printf("device 0: %s (sm_%d%d, %.1f GiB)\n", prop.name, prop.major,
               prop.minor, prop.totalGlobalMem / double(1 << 30));
   std::fflush(stdout);
-  if (mode == "check") return Check();
+  if (mode == "check") return Check(argc == 3);
   if (mode == "bench") {
     if (dtype == "half") return Bench<Half>(shapes, repeats);
     if (dtype == "bfloat16") return Bench<BFloat16>(shapes, repeats);

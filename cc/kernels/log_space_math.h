@@ -35,6 +35,7 @@ struct Traits;
 template <>
 struct Traits<float> {
   using Int = int32_t;
+  using UInt = uint32_t;
   static constexpr int kMantissaBits = 23;
   static constexpr Int kExponentBias = 127;
   static constexpr float kMinExpArg = -87.0f;        // exp is normal above this
@@ -52,6 +53,7 @@ struct Traits<float> {
 template <>
 struct Traits<double> {
   using Int = int64_t;
+  using UInt = uint64_t;
   static constexpr int kMantissaBits = 52;
   static constexpr Int kExponentBias = 1023;
   static constexpr double kMinExpArg = -708.0;
@@ -93,20 +95,22 @@ constexpr Coefficients<T, N> InverseOdds() {
 template <typename T>
 TT_HOST_DEVICE inline T ExpNonPositive(T x) {
   using Tr = Traits<T>;
-  using Int = typename Tr::Int;
+  using UInt = typename Tr::UInt;
   const T xc = x < Tr::kMinExpArg ? Tr::kMinExpArg : x;
   // Round xc / ln2 to the nearest integer n: the magic constant pushes the
-  // fraction out of the mantissa, whose low bits then hold n.
+  // fraction out of the mantissa, whose low bits then hold n (in two's
+  // complement; unsigned arithmetic, so that a NaN's bits shift without
+  // undefined behaviour).
   const T shifted = xc * Tr::kLog2E + Tr::kRoundMagic;
   const T n = shifted - Tr::kRoundMagic;
-  const Int n_int = BitCast<Int>(shifted) - BitCast<Int>(Tr::kRoundMagic);
+  const UInt n_bits = BitCast<UInt>(shifted) - BitCast<UInt>(Tr::kRoundMagic);
   const T r = (xc - n * Tr::kLn2Hi) - n * Tr::kLn2Lo;
   // Horner on the Taylor coefficients 1 / i!.
   constexpr auto kC = InverseFactorials<T, Tr::kExpDegree + 1>();
   T p = kC.c[Tr::kExpDegree];
   for (int i = Tr::kExpDegree - 1; i >= 0; --i) p = p * r + kC.c[i];
-  const T scale = BitCast<T>(
-      static_cast<Int>((n_int + Tr::kExponentBias) << Tr::kMantissaBits));
+  const T scale = BitCast<T>(static_cast<UInt>(
+      (n_bits + UInt(Tr::kExponentBias)) << Tr::kMantissaBits));
   return x < Tr::kMinExpArg ? T(0) : p * scale;
 }
 
@@ -129,9 +133,11 @@ TT_HOST_DEVICE inline T Log1pUnit(T e) {
 }  // namespace tf_transducer
 
 // Compiles a function for several instruction sets; the loader picks the
-// best one the CPU has (the library itself is built without -march).
+// best one the CPU has (the library itself is built without -march).  Not
+// under ThreadSanitizer, whose run-time is not ready when the loader calls
+// the ifunc resolvers.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__CUDACC__)
+    !defined(__CUDACC__) && !defined(__SANITIZE_THREAD__)
 #define TF_TRANSDUCER_CLONES \
   __attribute__((target_clones("default", "avx2", "avx512f")))
 #else

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
 #include "cc/kernels/mutual_information_cell.h"
 
@@ -80,12 +81,12 @@ LaunchStatus MutualInformation(const MutualInformationProblem<T>& p,
   if (status != cudaSuccess) return status;
   const int64_t check_blocks = std::min<int64_t>(
       65535, (nx + ny + kCheckThreads * 8 - 1) / (kCheckThreads * 8));
-  FindIllegalValues<T><<<dim3(p.batch, check_blocks), kCheckThreads, 0, st>>>(
-      p.px, p.py, nx, ny, illegal);
+  TT_LAUNCH(dim3(p.batch, check_blocks), kCheckThreads, 0, st,
+            FindIllegalValues<T>)(p.px, p.py, nx, ny, illegal);
   // Enough threads for the longest diagonal (S + 1 cells), in whole warps.
   const int threads = static_cast<int>(
       std::min<int64_t>(kMaxRecursionThreads, (p.width() + 31) / 32 * 32));
-  MutualInformationKernel<T><<<p.batch, threads, 0, st>>>(p, illegal);
+  TT_LAUNCH(p.batch, threads, 0, st, MutualInformationKernel<T>)(p, illegal);
   return cudaGetLastError();
 }
 

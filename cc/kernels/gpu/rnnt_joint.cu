@@ -30,6 +30,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
 #include "cc/kernels/half_types.h"
 #include "cc/kernels/rnnt_joint.h"
@@ -260,7 +261,7 @@ void Gemm(int64_t M, int64_t N, int64_t K, Strided<T> a, Strided<T> b,
       ((K + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
   const dim3 grid(unsigned((M + kTileM - 1) / kTileM),
                   unsigned((N + kTileN - 1) / kTileN), unsigned(splits));
-  GemmKernel<T><<<grid, kGemmThreads, 0, stream>>>(
+  TT_LAUNCH(grid, kGemmThreads, 0, stream, GemmKernel<T>)(
       M, N, K, k_per_split, a, b, bias, out, ldo, split_stride, accumulate);
 }
 
@@ -436,10 +437,10 @@ void WideWeights(const RnntJointProblem<T, L>& p, cudaStream_t stream,
     *weight = p.weight;
     *bias = p.bias;
   } else {
-    WidenKernel<T, L><<<Blocks(p.J * p.C), kThreads, 0, stream>>>(
+    TT_LAUNCH(Blocks(p.J * p.C), kThreads, 0, stream, WidenKernel<T, L>)(
         p.weight, p.J * p.C, p.wide_weight);
-    WidenKernel<T, L>
-        <<<Blocks(p.C), kThreads, 0, stream>>>(p.bias, p.C, p.wide_bias);
+    TT_LAUNCH(Blocks(p.C), kThreads, 0, stream, WidenKernel<T, L>)(p.bias, p.C,
+                                                                   p.wide_bias);
     *weight = p.wide_weight;
     *bias = p.wide_bias;
   }
@@ -450,10 +451,10 @@ template <typename T, typename L>
 void FormChunk(const RnntJointProblem<T, L>& p, const JointChunk& chunk,
                const T* weight, const T* bias, cudaStream_t stream) {
   const int64_t pieces = chunk.piece_end - chunk.piece_begin;
-  ExpandRows<<<Blocks(pieces), kThreads, 0, stream>>>(
+  TT_LAUNCH(Blocks(pieces), kThreads, 0, stream, ExpandRows)(
       p.pieces + chunk.piece_begin, pieces, p.S + 1, p.row_cells);
-  Hidden<T, L><<<Blocks(chunk.rows * p.J), kThreads, 0, stream>>>(p, chunk.rows,
-                                                                  p.hidden);
+  TT_LAUNCH(Blocks(chunk.rows * p.J), kThreads, 0, stream, Hidden<T, L>)(
+      p, chunk.rows, p.hidden);
   Gemm<T>(chunk.rows, p.C, p.J, Strided<T>{p.hidden, p.J, 1},
           Strided<T>{weight, p.C, 1}, bias, p.logits, p.C, 1, 0, false, stream);
 }
@@ -471,18 +472,19 @@ LaunchStatus RnntJointLogProbs(const RnntJointProblem<T, L>& joint,
   const int64_t n_px = rows.B * rows.S * rows.T1;
   const int64_t n_py = rows.B * (rows.S + 1) * rows.T_len;
   const int64_t n_norms = rows.B * rows.T_len * (rows.S + 1);
-  Fill<T><<<Blocks(n_px), kThreads, 0, st>>>(rows.px, n_px, kNegInf);
-  Fill<T><<<Blocks(n_py), kThreads, 0, st>>>(rows.py, n_py, kNegInf);
-  Fill<T><<<Blocks(n_norms), kThreads, 0, st>>>(rows.norms, n_norms, T(0));
+  TT_LAUNCH(Blocks(n_px), kThreads, 0, st, Fill<T>)(rows.px, n_px, kNegInf);
+  TT_LAUNCH(Blocks(n_py), kThreads, 0, st, Fill<T>)(rows.py, n_py, kNegInf);
+  TT_LAUNCH(Blocks(n_norms), kThreads, 0, st, Fill<T>)(rows.norms, n_norms,
+                                                       T(0));
   const T *weight, *bias;
   WideWeights(joint, st, &weight, &bias);
   for (const JointChunk& chunk : plan.chunks) {
     FormChunk(joint, chunk, weight, bias, st);
-    LogProbs<T><<<RowBlocks(chunk.rows), kRowThreads, 0, st>>>(
+    TT_LAUNCH(RowBlocks(chunk.rows), kRowThreads, 0, st, LogProbs<T>)(
         rows, joint.logits, joint.row_cells, chunk.rows);
     if ((status = cudaGetLastError()) != cudaSuccess) return status;
   }
-  FinishPx<T><<<Blocks(rows.B * rows.S), kThreads, 0, st>>>(rows);
+  TT_LAUNCH(Blocks(rows.B * rows.S), kThreads, 0, st, FinishPx<T>)(rows);
   return cudaGetLastError();
 }
 
@@ -490,9 +492,8 @@ template <typename T, typename L>
 LaunchStatus RnntJointUsedRanges(const RnntJointGradientProblem<T, L>& p,
                                  int64_t* ranges, void* stream) {
   const int64_t frames = p.rows.B * p.rows.T_len;
-  UsedRanges<T>
-      <<<Blocks(frames), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          p.rows, ranges);
+  TT_LAUNCH(Blocks(frames), kThreads, 0, static_cast<cudaStream_t>(stream),
+            UsedRanges<T>)(p.rows, ranges);
   return cudaGetLastError();
 }
 
@@ -518,7 +519,7 @@ LaunchStatus RnntJointGradient(const RnntJointGradientProblem<T, L>& p,
     const int64_t n_pieces = chunk.piece_end - chunk.piece_begin;
     const JointPiece* pieces = joint.pieces + chunk.piece_begin;
     FormChunk(joint, chunk, weight, bias, st);
-    GradientRows<T><<<RowBlocks(rows), kRowThreads, 0, st>>>(
+    TT_LAUNCH(RowBlocks(rows), kRowThreads, 0, st, GradientRows<T>)(
         p.rows, G, joint.row_cells, rows);
     // dW += h^T G and dc += sum G: in `splits` partial sums over runs of
     // rows, added in order; or straight into dW and dc.
@@ -529,24 +530,24 @@ LaunchStatus RnntJointGradient(const RnntJointGradientProblem<T, L>& p,
     T* partial_c = direct ? p.acc_bias : p.partial + p.max_splits * J * C;
     Gemm<T>(J, C, rows, Strided<T>{joint.hidden, 1, J}, Strided<T>{G, C, 1},
             nullptr, partial_w, C, splits, J * C, direct, st);
-    ColSum<T><<<dim3(unsigned((C + kThreads - 1) / kThreads), unsigned(splits)),
-                kThreads, 0, st>>>(G, rows, C, (rows + splits - 1) / splits,
-                                   partial_c, C, direct);
+    TT_LAUNCH(dim3(unsigned((C + kThreads - 1) / kThreads), unsigned(splits)),
+              kThreads, 0, st, ColSum<T>)(
+        G, rows, C, (rows + splits - 1) / splits, partial_c, C, direct);
     if (!direct) {
-      AddPartials<T><<<Blocks(J * C), kThreads, 0, st>>>(
+      TT_LAUNCH(Blocks(J * C), kThreads, 0, st, AddPartials<T>)(
           partial_w, J * C, J * C, splits, p.acc_weight);
-      AddPartials<T>
-          <<<Blocks(C), kThreads, 0, st>>>(partial_c, C, C, splits, p.acc_bias);
+      TT_LAUNCH(Blocks(C), kThreads, 0, st, AddPartials<T>)(partial_c, C, C,
+                                                            splits, p.acc_bias);
     }
     // dh = G W^T, then da = dh * act'(h).
     Gemm<T>(rows, J, C, Strided<T>{G, C, 1}, Strided<T>{weight, 1, C}, nullptr,
             p.d_hidden, J, 1, 0, false, st);
-    ThroughAct<T><<<Blocks(rows * J), kThreads, 0, st>>>(
+    TT_LAUNCH(Blocks(rows * J), kThreads, 0, st, ThroughAct<T>)(
         joint.activation, joint.hidden, rows * J, p.d_hidden);
-    EncoderGrad<T><<<Blocks(n_pieces * J), kThreads, 0, st>>>(
+    TT_LAUNCH(Blocks(n_pieces * J), kThreads, 0, st, EncoderGrad<T>)(
         pieces, n_pieces, J, p.d_hidden, p.acc_encoder);
     const int64_t nb = chunk.b_last - chunk.b_first + 1;
-    PredictorGrad<T><<<Blocks(nb * width * J), kThreads, 0, st>>>(
+    TT_LAUNCH(Blocks(nb * width * J), kThreads, 0, st, PredictorGrad<T>)(
         pieces, n_pieces, chunk.b_first, nb, width, T_len, J, p.d_hidden,
         p.acc_predictor);
     if ((status = cudaGetLastError()) != cudaSuccess) return status;
@@ -554,8 +555,8 @@ LaunchStatus RnntJointGradient(const RnntJointGradientProblem<T, L>& p,
   if constexpr (!std::is_same_v<T, L>) {
     L* const out[4] = {p.d_encoder, p.d_predictor, p.d_weight, p.d_bias};
     for (int i = 0; i < 4; ++i) {
-      NarrowKernel<T, L>
-          <<<Blocks(sizes[i]), kThreads, 0, st>>>(acc[i], sizes[i], out[i]);
+      TT_LAUNCH(Blocks(sizes[i]), kThreads, 0, st, NarrowKernel<T, L>)(
+          acc[i], sizes[i], out[i]);
     }
   }
   return cudaGetLastError();

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
 #include "cc/kernels/rnnt_loss.h"
 
@@ -38,7 +39,7 @@ __global__ void Fill(T* x, int64_t n, T value) {
 template <typename T>
 LaunchStatus LaunchFill(T* x, int64_t n, T value, cudaStream_t stream) {
   const int64_t blocks = std::min<int64_t>(4096, (n + 255) / 256);
-  if (blocks > 0) Fill<T><<<blocks, 256, 0, stream>>>(x, n, value);
+  if (blocks > 0) TT_LAUNCH(blocks, 256, 0, stream, Fill<T>)(x, n, value);
   return cudaGetLastError();
 }
 
@@ -111,16 +112,16 @@ LaunchStatus RnntLogProbs(const RnntProblem<T, L>& p, void* stream) {
     status = LaunchFill(p.py, p.B * (p.S + 1) * p.T_len, kNegInf, st);
   }
   if (status != cudaSuccess) return status;
-  LogProbsKernel<T, L>
-      <<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0, st>>>(p);
-  FinishPxKernel<T, L><<<(p.B * p.S + 255) / 256, 256, 0, st>>>(p);
+  TT_LAUNCH(RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0, st,
+            LogProbsKernel<T, L>)(p);
+  TT_LAUNCH((p.B * p.S + 255) / 256, 256, 0, st, FinishPxKernel<T, L>)(p);
   return cudaGetLastError();
 }
 
 template <typename T, typename L>
 LaunchStatus RnntGradient(const RnntGradientProblem<T, L>& p, void* stream) {
-  GradientKernel<T, L><<<RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0,
-                         static_cast<cudaStream_t>(stream)>>>(p);
+  TT_LAUNCH(RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0,
+            static_cast<cudaStream_t>(stream), GradientKernel<T, L>)(p);
   return cudaGetLastError();
 }
 
