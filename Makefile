@@ -14,7 +14,7 @@ TF_VERSION := 2.21.0
 # Python ARPA reader when kenlm is missing.
 DEV_EXTRAS := data,export,train,test,docs,notebooks,package
 
-.PHONY: docs bazel-test package-test demo test test-slow bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks gpu-emu-check gpu-emu-tsan gpu-emu-mutants gpu-emu
+.PHONY: docs bazel-test package-test demo test test-slow bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks gpu-emu-check gpu-emu-tsan gpu-emu-tsan-full gpu-emu-mutants gpu-emu
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -85,9 +85,11 @@ gpu-harness: $(GPU_HARNESS)
 # CPU emulator of cc/gpu_emu instead of CUDA (no GPU, no nvcc), one object
 # per source (-MMD: a change rebuilds what includes it).  gpu-emu-check: the
 # AddressSanitizer + UndefinedBehaviorSanitizer build, the self-test and
-# every `check` case with the blocks in reverse order; gpu-emu-tsan: the
-# ThreadSanitizer build, every case, blocks shuffled; gpu-emu-mutants:
-# planted bugs each of which gpu-emu-check must catch (tests/gpu_emu).
+# every `check` case with the blocks in reverse order (about 30 s to run);
+# gpu-emu-tsan: the ThreadSanitizer build, blocks shuffled, `check --quick`
+# (every kernel in every type; about a minute), gpu-emu-tsan-full every case
+# (about 2.5 minutes); gpu-emu-mutants: planted bugs each of which
+# gpu-emu-check must catch (tests/gpu_emu/mutants.py).
 # GPU_EMU_ROOT builds another copy of cc/ (the mutants' scratch copies).
 GPU_EMU_CXX ?= g++
 GPU_EMU_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -126,13 +128,13 @@ gpu-emu-check:
 	$(call GPU_EMU_OUT,asan)/selftest
 	TT_GPU_EMU_ORDER=reverse $(call GPU_EMU_OUT,asan)/harness check $(GPU_EMU_CHECK_FLAGS)
 
-gpu-emu-tsan:
+gpu-emu-tsan gpu-emu-tsan-full:
 	$(MAKE) --no-print-directory -j$(GPU_EMU_JOBS) $(call GPU_EMU_OUT,tsan)/harness
 	TSAN_OPTIONS="halt_on_error=1 exitcode=1" TT_GPU_EMU_ORDER=shuffle:7 \
-	  $(call GPU_EMU_OUT,tsan)/harness check
+	  $(call GPU_EMU_OUT,tsan)/harness check $(if $(filter gpu-emu-tsan,$@),--quick)
 
 gpu-emu-mutants: gpu-emu-check
-	python3 tests/gpu_emu/mutants.py
+	python3 tests/gpu_emu/mutants.py --jobs $(GPU_EMU_JOBS)
 
 gpu-emu: gpu-emu-check gpu-emu-tsan gpu-emu-mutants
 

@@ -25,11 +25,12 @@
 //     600) is reported too.  A report exits the process with status 1.
 //   - __shared__ variables are static: one copy, used by the one block that
 //     runs at a time.
-//   - cudaMalloc returns an allocation of exactly the requested size, filled
-//     with 0xff bytes (NaN in floating point, -1 in integers), so that
-//     AddressSanitizer flags any access outside it and a read of an unwritten
-//     element shows.  Copies and fills check that their device range lies in
-//     one allocation.  Streams and events exist; work runs as it is enqueued.
+//   - cudaMalloc returns an allocation of exactly the requested size (256-byte
+//     aligned, as CUDA's), filled with 0xff bytes (NaN in floating point, -1 in
+//     integers), so that AddressSanitizer flags any access outside it and a
+//     read of an unwritten element shows.  Copies and fills check that their
+//     device range lies in one allocation.  Streams and events exist; work runs
+//     as it is enqueued.
 //   - A bad launch configuration (no threads, more than 1024 per block, grid
 //     dimensions out of range, dynamic shared memory, which no kernel here
 //     uses) is printed and returned by cudaGetLastError as
@@ -144,12 +145,12 @@ std::string ToDim3(const D& d, const char* what, dim3* out) {
 template <typename Kernel>
 class Launcher {
  public:
-  Launcher(const char* name, dim3 grid, dim3 block, std::string error,
+  Launcher(const char* name, dim3 grid, dim3 block, const std::string& error,
            cudaError_t error_code, Kernel* kernel)
       : name_(name),
         grid_(grid),
         block_(block),
-        error_(std::move(error)),
+        error_(error),
         error_code_(error_code),
         kernel_(kernel) {}
 
@@ -219,7 +220,7 @@ Launcher<Kernel> Launch(const char* name, const G& grid_in, const B& block_in,
   if (!Device::Get().IsStream(stream, name)) {
     bad("the stream was not created", cudaErrorInvalidResourceHandle);
   }
-  return Launcher<Kernel>(name, grid, block, std::move(error), code, kernel);
+  return Launcher<Kernel>(name, grid, block, error, code, kernel);
 }
 
 // ----------------------------------------------------- warp collectives

@@ -254,11 +254,37 @@ class Device {
     if (orders_memory) HappensAfter(sync);
   }
 
+  // A call that all lanes of a warp must make alike (a wmma load or store):
+  // the calling lane's n-th such call must match its warp's n-th, the first
+  // lane's to get there.  No lane waits for the others.
+  void WarpUniformCall(const char* op, const void* ptr, unsigned ldm,
+                       int layout) {
+    const int me = CurrentThread(op);
+    Quiet quiet;
+    std::vector<UniformCall>& calls = warps_[me / 32].uniform;
+    const size_t n = threads_[me].uniform_calls++;
+    const UniformCall call{op, ptr, ldm, layout};
+    if (n == calls.size()) {
+      calls.push_back(call);
+      return;
+    }
+    const UniformCall& first = calls[n];
+    if (std::strcmp(first.op, op) != 0 || first.ptr != ptr ||
+        first.ldm != ldm || first.layout != layout) {
+      Fail(
+          "%s: lane %d of warp %d calls %s(%p, ldm %u, layout %d) where "
+          "another lane's call %zu was %s(%p, ldm %u, layout %d)",
+          Where().c_str(), me % 32, me / 32, op, ptr, ldm, layout, n, first.op,
+          first.ptr, first.ldm, first.layout);
+    }
+  }
+
   // ------------------------------------------------------------- memory
-  // Allocations of exactly `bytes` bytes, filled with 0xff.
+  // Allocations of exactly `bytes` bytes, 256-byte aligned as cudaMalloc's,
+  // filled with 0xff.
   void* Malloc(size_t bytes) {
-    void* p = std::malloc(bytes);
-    if (p == nullptr) return nullptr;
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, bytes) != 0) return nullptr;
     std::memset(p, 0xff, bytes);
     Quiet quiet;
     std::lock_guard<std::mutex> lock(mu_);
@@ -346,13 +372,22 @@ class Device {
     unsigned mask = 0;
     int fiber = -1;                            // the fiber that runs it
     uint64_t barriers = 0;                     // barriers passed
+    size_t uniform_calls = 0;                  // WarpUniformCall's made
     int result_count = 0, result_arrived = 0;  // of its last barrier
   };
 
+  struct UniformCall {
+    const char* op;
+    const void* ptr;
+    unsigned ldm;
+    int layout;
+  };
+
   struct WarpState {
-    unsigned present = 0;  // lanes the block has
-    unsigned exited = 0;   // lanes that returned
-    unsigned mask = 0;     // the pending collective's lanes (0: none)
+    std::vector<UniformCall> uniform;  // WarpUniformCall's, in order
+    unsigned present = 0;              // lanes the block has
+    unsigned exited = 0;               // lanes that returned
+    unsigned mask = 0;  // the pending collective's lanes (0: none)
     unsigned arrived = 0;
     const char* op = nullptr;
     Combine combine = nullptr;

@@ -7,7 +7,9 @@
 //   selftest            every case; exit status 1 when one fails
 //   selftest CASE       one misuse case (what the parent runs)
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <cmath>
 #include <cstdio>
@@ -68,6 +70,37 @@ __global__ void SharedSumKernel(const float* in, float* out) {
     __syncthreads();
   }
   if (t == 0) out[blockIdx.x] = s[0];
+}
+
+namespace wmma = nvcuda::wmma;
+
+// D = A B + C for one 16 x 16 x 16 tile of halves (A row-major, B
+// column-major, C and D row-major), and for one 16 x 16 x 8 TF32 tile.
+__global__ void HalfMma(const __half* a, const __half* b, const float* c,
+                        float* d) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(d, fc, 16, wmma::mem_row_major);
+}
+
+__global__ void Tf32Mma(const float* a, const float* b, float* d) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
+                 wmma::row_major>
+      fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32,
+                 wmma::row_major>
+      fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+  wmma::fill_fragment(fc, 0.0f);
+  wmma::load_matrix_sync(fa, a, 8);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(d, fc, 16, wmma::mem_col_major);
 }
 
 template <typename T>
@@ -137,6 +170,68 @@ void Semantics() {
     Expect(ok, "a tree sum through __shared__ memory, three blocks");
     cudaFree(d_in);
     cudaFree(d_out);
+  }
+  {  // small integers and halves: every product and sum exact in float
+    std::vector<__half> a(256), b(256);
+    std::vector<float> c(256);
+    for (int i = 0; i < 256; ++i) {
+      a[i] = __float2half_rn(float(i % 5) - 2);
+      b[i] = __float2half_rn(0.5f * float(i % 7));
+      c[i] = float(i % 3);
+    }
+    __half *d_a = DeviceCopy(a), *d_b = DeviceCopy(b);
+    float *d_c = DeviceCopy(c), *d_d;
+    cudaMalloc(&d_d, 256 * sizeof(float));
+    TT_LAUNCH(1, 32, 0, nullptr, HalfMma)(d_a, d_b, d_c, d_d);
+    const std::vector<float> got = HostCopy(d_d, 256);
+    bool ok = true;
+    for (int r = 0; r < 16; ++r) {
+      for (int col = 0; col < 16; ++col) {
+        float want = c[r * 16 + col];
+        for (int k = 0; k < 16; ++k) {
+          want += __half2float(a[r * 16 + k]) * __half2float(b[col * 16 + k]);
+        }
+        ok &= got[r * 16 + col] == want;
+      }
+    }
+    Expect(ok, "wmma 16x16x16 half: D = A B + C (B column-major)");
+    cudaFree(d_a);
+    cudaFree(d_b);
+    cudaFree(d_c);
+    cudaFree(d_d);
+  }
+  {  // TF32 reads 10 mantissa bits: 1 + 2^-12 counts as 1
+    std::vector<float> a(16 * 8, 1.0f + 0x1p-12f), b(8 * 16, 1.0f);
+    float *d_a = DeviceCopy(a), *d_b = DeviceCopy(b), *d_d;
+    cudaMalloc(&d_d, 256 * sizeof(float));
+    TT_LAUNCH(1, 32, 0, nullptr, Tf32Mma)(d_a, d_b, d_d);
+    const std::vector<float> got = HostCopy(d_d, 256);
+    bool ok = true;
+    for (float v : got) ok &= v == 8.0f;
+    Expect(ok && wmma::__float_to_tf32(1.0f + 0x1p-11f) == 1.0f + 0x1p-10f &&
+               wmma::__float_to_tf32(1.0f + 0x1p-12f) == 1.0f,
+           "wmma 16x16x8 tf32: low mantissa bits dropped; __float_to_tf32 "
+           "rounds half away from zero");
+    cudaFree(d_a);
+    cudaFree(d_b);
+    cudaFree(d_d);
+  }
+  {
+    bool ok = true;
+    for (float f : {0.0f, -0.0f, 1.0f, 1.0f / 3.0f, 65504.0f, 65519.0f,
+                    65520.0f, 6e-8f, 2.9802322e-08f, 1e-10f, -3.14159f}) {
+      const float h = __half2float(__float2half_rn(f));
+      const float want = f == 65520.0f         ? INFINITY
+                         : f == 65519.0f       ? 65504.0f
+                         : f == 2.9802322e-08f ? 0.0f  // 2^-25, a tie: even
+                         : f == 6e-8f          ? 5.9604645e-08f
+                         : f == 1e-10f         ? 0.0f
+                         : f == 1.0f / 3.0f    ? 0.333251953125f
+                         : f == -3.14159f      ? -3.140625f
+                                               : f;
+      ok &= h == want && std::signbit(h) == std::signbit(want);
+    }
+    Expect(ok, "__float2half_rn: ties to even, subnormals, overflow");
   }
   {
     float* d;
@@ -208,6 +303,28 @@ __global__ void DifferentOps() {
   }
 }
 
+__global__ void MisalignedLoad(const __half* a) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::load_matrix_sync(fa, a + 1, 16);
+}
+
+__global__ void HalfWarpMma(const __half* a) {
+  if (threadIdx.x >= 16) return;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, a, 16);
+  wmma::fill_fragment(fc, 0.0f);
+  wmma::mma_sync(fc, fa, fb, fc);
+}
+
+// Each lane loads from its own row: not one warp-wide load.
+__global__ void NonUniformLoad(const __half* a) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::load_matrix_sync(fa, a + 16 * (threadIdx.x % 2), 16);
+}
+
 __global__ void Spin(const volatile int* flag) {
   while (*flag == 0) {
   }
@@ -228,6 +345,9 @@ const Misuse kMisuses[] = {
     {"divergent-barrier", "", "while threads wait at"},
     {"read-outside-mask", "", "reads lane 20, which the mask leaves out"},
     {"different-ops", "", "is at __ballot_sync(mask 0xffffffff) while lanes"},
+    {"misaligned-load", "", "is not 32-byte aligned"},
+    {"half-warp-mma", "", "wait for it at wmma::mma_sync(mask 0xffffffff)"},
+    {"non-uniform-load", "", "where another lane's call 0 was"},
     {"spin", "TT_GPU_EMU_TIMEOUT_S=2", "no thread switched for"},
     {"bad-order", "TT_GPU_EMU_ORDER=backwards", "TT_GPU_EMU_ORDER must be"},
 };
@@ -247,6 +367,17 @@ int RunMisuse(const std::string& name) {
     TT_LAUNCH(1, 16, 0, nullptr, ReadOutsideMask)();
   } else if (name == "different-ops") {
     TT_LAUNCH(1, 32, 0, nullptr, DifferentOps)();
+  } else if (name == "misaligned-load" || name == "half-warp-mma" ||
+             name == "non-uniform-load") {
+    __half* a;
+    cudaMalloc(&a, 512 * sizeof(__half));
+    if (name == "misaligned-load") {
+      TT_LAUNCH(1, 32, 0, nullptr, MisalignedLoad)(a);
+    } else if (name == "half-warp-mma") {
+      TT_LAUNCH(1, 32, 0, nullptr, HalfWarpMma)(a);
+    } else {
+      TT_LAUNCH(1, 32, 0, nullptr, NonUniformLoad)(a);
+    }
   } else if (name == "spin") {
     int* flag;
     cudaMalloc(&flag, sizeof(int));

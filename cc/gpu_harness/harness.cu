@@ -2,18 +2,23 @@
 // A standalone check and benchmark of the CUDA kernels of cc/kernels/gpu,
 // without TensorFlow (README.md next to this file):
 //
-//   harness [check [--fail-fast]]
+//   harness [check [--fail-fast] [--quick]]
 //                            the CUDA launchers against the same maths on the
 //                            CPU (the shared headers), seeded random cases;
-//                            float, double, half and bfloat16 logits
+//                            float, double, half and bfloat16 logits, the
+//                            joint's products exact and on tensor cores;
+//                            --quick: a subset for the slow sanitizer builds
 //   harness bench [--repeats N] [--shapes B,T,U,V;...]
 //                 [--dtype float|half|bfloat16]
 //                            times of the fused RNN-T loss, float32 maths
 //   harness compare DIR      loss and gradient of the inputs in DIR
 //   harness bench-joint [--repeats N] [--shapes B,T,U,V,J;...]
 //                 [--dtype float|half|bfloat16]
+//                 [--products exact|tensor_cores]
 //                            times and memory of the joint loss
-//                            (rnnt_joint.cu), float32 maths
+//                            (rnnt_joint.cu), float32 maths; products as
+//                            the op runs them (16-bit on tensor cores)
+//                            unless --products says
 //   harness compare-joint DIR  joint loss and its four gradients of DIR's
 //                            inputs
 //
@@ -26,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -258,6 +264,9 @@ struct TypeInfo<BFloat16> {
   static constexpr double kTolerance = 1e-2;
 };
 
+// Float inputs whose products run in TF32 (10 mantissa bits, as half).
+constexpr double kTf32Tolerance = 2e-3;
+
 // x rounded to L (a copy for L = T), and x widened to T.
 template <typename L, typename T>
 std::vector<L> NarrowAll(const std::vector<T>& x) {
@@ -435,7 +444,7 @@ bool Report(const std::string& name, const Outputs<T>& gpu,
       std::string(cpu_flags ? "" : " [CPU illegal flags wrong]") +
       (gpu_flags ? "" : " [GPU illegal flags wrong]");
   const bool ok = worst_ratio <= 1 && problems.empty();
-  std::printf("%s %-8s %-72s max rel err %.2e (%s) finite scores %d/%lld%s\n",
+  std::printf("%s %-11s %-72s max rel err %.2e (%s) finite scores %d/%lld%s\n",
               ok ? "PASS" : "FAIL", TypeInfo<L>::kName, name.c_str(), worst,
               worst_field, finite, (long long)B, problems.c_str());
   return ok;
@@ -614,8 +623,10 @@ struct JointOutputs {
 template <typename T, typename L>
 class JointGpu {
  public:
-  JointGpu(const JointData<T>& d, int64_t capacity, int64_t max_splits)
+  JointGpu(const JointData<T>& d, int64_t capacity, int64_t max_splits,
+           gpu::JointProducts products = gpu::JointProducts::kExact)
       : in_(d.rnnt),
+        products_(products),
         J_(d.J),
         activation_(d.activation),
         capacity_(capacity),
@@ -783,10 +794,12 @@ class JointGpu {
         scratch_->hidden.get(),
         scratch_->logits.get(),
         scratch_->row_cells.get(),
-        reinterpret_cast<gpu::JointPiece*>(scratch_->piece_buffer.get())};
+        reinterpret_cast<gpu::JointPiece*>(scratch_->piece_buffer.get()),
+        products_};
   }
 
   RnntInputs<T> in_;
+  gpu::JointProducts products_;
   int64_t J_;
   JointActivation activation_;
   int64_t capacity_, max_splits_;
@@ -825,16 +838,45 @@ T SlopeCpu(JointActivation activation, T h) {
   }
 }
 
+// A float rounded to TF32 (10 mantissa bits; to nearest, ties away from
+// zero, as wmma::__float_to_tf32).
+float RoundTf32(float x) {
+  if (!std::isfinite(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// An operand of the joint's products as the GPU multiplies it: as it is
+// (kExact), or as tensor cores take it: rounded to the inputs' 16-bit type
+// L, or to TF32 for float inputs.
+template <typename T, typename L>
+T ProductOperand(gpu::JointProducts products, T x) {
+  if (products == gpu::JointProducts::kExact) return x;
+  if constexpr (std::is_same_v<L, Half> || std::is_same_v<L, BFloat16>) {
+    return T(Widen(Narrow<L>(float(x))));
+  } else {
+    return T(RoundTf32(float(x)));
+  }
+}
+
 // The reference: h and l of every cell, the fused loss's CPU passes
 // (Rnnt<Cpu>) on l, then dW, dc, dh, de and dp in plain loops over the
 // cells whose gradient is not zero (as the op skips the others, whose
-// inputs may be padding); the gradients rounded to L.
+// inputs may be padding); the gradients rounded to L.  The products' operands
+// (h, W and the logits' gradient G) are rounded as `products` rounds them;
+// act' and dc take them as they are.
 template <typename T, typename L>
-JointOutputs<T> RunJointCpu(const JointData<T>& d) {
+JointOutputs<T> RunJointCpu(const JointData<T>& d,
+                            gpu::JointProducts products) {
+  const auto q = [products](T x) { return ProductOperand<T, L>(products, x); };
   const RnntInputs<T>& in = d.rnnt;
   const int64_t B = in.B, Tn = in.T_len, S = in.S, C = in.C, J = d.J;
   const int64_t W = S + 1, cells = B * Tn * W;
-  std::vector<T> hidden(cells * J);
+  std::vector<T> hidden(cells * J), weight(J * C);
+  for (int64_t i = 0; i < J * C; ++i) weight[i] = q(d.weight[i]);
   RnntInputs<T> full = in;
   full.logits.assign(cells * C, T(0));
   for (int64_t cell = 0; cell < cells; ++cell) {
@@ -846,7 +888,7 @@ JointOutputs<T> RunJointCpu(const JointData<T>& d) {
     }
     for (int64_t c = 0; c < C; ++c) {
       T l = d.bias[c];
-      for (int64_t j = 0; j < J; ++j) l += h[j] * d.weight[j * C + c];
+      for (int64_t j = 0; j < J; ++j) l += q(h[j]) * weight[j * C + c];
       full.logits[cell * C + c] = l;
     }
   }
@@ -870,9 +912,11 @@ JointOutputs<T> RunJointCpu(const JointData<T>& d) {
     const T* h = &hidden[cell * J];
     for (int64_t j = 0; j < J; ++j) {
       T sum = T(0);
+      const T hq = q(h[j]);
       for (int64_t c = 0; c < C; ++c) {
-        dw[j * C + c] += h[j] * g_row[c];
-        sum += g_row[c] * d.weight[j * C + c];
+        const T gq = q(g_row[c]);
+        dw[j * C + c] += hq * gq;
+        sum += gq * weight[j * C + c];
       }
       const T da = sum * SlopeCpu(d.activation, h[j]);
       de[frame * J + j] += da;
@@ -992,14 +1036,21 @@ Worst WorstError(const std::vector<T>& got, const std::vector<T>& want) {
 // its tolerance (with the worst element) and the illegal-flag problems.
 template <typename T, typename L>
 bool ReportJoint(const std::string& name, const JointOutputs<T>& gpu,
-                 const JointOutputs<T>& cpu, int64_t B, int64_t nan_batch) {
+                 const JointOutputs<T>& cpu, int64_t B, int64_t nan_batch,
+                 gpu::JointProducts products) {
   struct Field {
     const char* name;
     const std::vector<T>& got;
     const std::vector<T>& want;
     double tolerance;
   };
-  const double tol = TypeInfo<T>::kTolerance, tol_l = TypeInfo<L>::kTolerance;
+  // On tensor cores every tensor is held to the operands' precision: the
+  // reference rounds them alike, but a device's tanh may round an operand
+  // the other way.
+  const bool tc = products == gpu::JointProducts::kTensorCores;
+  const double tol_l =
+      tc && std::is_same_v<L, float> ? kTf32Tolerance : TypeInfo<L>::kTolerance;
+  const double tol = tc ? tol_l : TypeInfo<T>::kTolerance;
   const Field fields[] = {
       {"px", gpu.loss.px, cpu.loss.px, tol},
       {"py", gpu.loss.py, cpu.loss.py, tol},
@@ -1043,27 +1094,46 @@ bool ReportJoint(const std::string& name, const JointOutputs<T>& gpu,
   if (!cpu_flags) details += "\n    [CPU illegal flags wrong]";
   if (!gpu_flags) details += "\n    [GPU illegal flags wrong]";
   const bool ok = details.empty();
-  std::printf("%s %-8s %-72s max rel err %.2e (%s) finite scores %d/%lld%s\n",
-              ok ? "PASS" : "FAIL", TypeInfo<L>::kName, name.c_str(), worst,
+  const std::string type =
+      std::string(TypeInfo<L>::kName) +
+      (tc ? (std::is_same_v<L, float> ? "-tf32" : "-tc") : "");
+  std::printf("%s %-11s %-72s max rel err %.2e (%s) finite scores %d/%lld%s\n",
+              ok ? "PASS" : "FAIL", type.c_str(), name.c_str(), worst,
               worst_field, finite, (long long)B, details.c_str());
   return ok;
 }
 
+// The products of 16-bit inputs run on tensor cores, as the op runs them.
+template <typename L>
+constexpr gpu::JointProducts kDefaultProducts =
+    std::is_same_v<L, Half> || std::is_same_v<L, BFloat16>
+        ? gpu::JointProducts::kTensorCores
+        : gpu::JointProducts::kExact;
+
 template <typename T, typename L = T>
-bool RunJointCase(const JointCase& c, uint64_t seed) {
+bool RunJointCase(const JointCase& c, uint64_t seed,
+                  gpu::JointProducts products = kDefaultProducts<L>) {
   Rng rng(seed);
   const JointData<T> d = MakeJointData<T, L>(c, rng);
-  JointGpu<T, L> gpu(d, c.capacity, c.max_splits);
+  JointGpu<T, L> gpu(d, c.capacity, c.max_splits, products);
   gpu.Forward();
   gpu.Backward();
-  return ReportJoint<T, L>(c.Name(), gpu.Download(), RunJointCpu<T, L>(d), c.B,
-                           c.nan_batch);
+  return ReportJoint<T, L>(c.Name(), gpu.Download(),
+                           RunJointCpu<T, L>(d, products), c.B, c.nan_batch,
+                           products);
 }
 
-// The check's counts; with fail_fast, the first failure ends the run.
+// The check's counts and options: with fail_fast, the first failure ends
+// the run; with quick, only the cases of each list named in quick_cases run
+// (for the slow sanitizer builds: every kernel in every type, and each path
+// of them: rows longer than a block, pruned logits, NaN, chunks, split dW).
 struct Tally {
   int passed = 0, total = 0;
-  bool fail_fast = false;
+  bool fail_fast = false, quick = false;
+  bool Wants(const std::vector<int>& quick_cases, int index) const {
+    return !quick || std::find(quick_cases.begin(), quick_cases.end(), index) !=
+                         quick_cases.end();
+  }
   void Add(bool ok) {
     ++total;
     passed += ok;
@@ -1102,16 +1172,19 @@ void CheckJoint(uint64_t seed, Tally* tally) {
        11, 0, true},
   };
   // clang-format on
+  int index = 0;
   for (const JointCase& c : cases) {
     ++seed;
+    if (!tally->Wants({0, 4, 5, 6, 7, 11}, index++)) continue;
     tally->Add(RunJointCase<float>(c, seed));
     tally->Add(RunJointCase<double>(c, seed));
     tally->Add(RunJointCase<float, Half>(c, seed));
     tally->Add(RunJointCase<float, BFloat16>(c, seed));
+    tally->Add(RunJointCase<float>(c, seed, gpu::JointProducts::kTensorCores));
   }
 }
 
-int Check(bool fail_fast) {
+int Check(bool fail_fast, bool quick) {
   const MiCase mi_cases[] = {
       {"regular", 4, 7, 15, false, 0.05, -1},
       {"modified", 4, 6, 14, true, 0.05, -1},
@@ -1140,14 +1213,19 @@ int Check(bool fail_fast) {
   // clang-format on
   Tally tally;
   tally.fail_fast = fail_fast;
+  tally.quick = quick;
   uint64_t seed = kSeed;
+  int index = 0;
   for (const MiCase& c : mi_cases) {
     ++seed;
+    if (!tally.Wants({0, 2, 4}, index++)) continue;
     tally.Add(RunMiCase<float>(c, seed));
     tally.Add(RunMiCase<double>(c, seed));
   }
+  index = 0;
   for (const RnntCase& c : rnnt_cases) {
     ++seed;
+    if (!tally.Wants({0, 2, 3, 6, 11}, index++)) continue;
     tally.Add(RunRnntCase<float>(c, seed));
     tally.Add(RunRnntCase<double>(c, seed));
     tally.Add(RunRnntCase<float, Half>(c, seed));
@@ -1302,7 +1380,8 @@ struct JointShape {
 };
 
 template <typename L>
-void BenchJointShape(const JointShape& sh, int repeats) {
+void BenchJointShape(const JointShape& sh, int repeats,
+                     gpu::JointProducts products) {
   const int64_t B = sh.B, Tn = sh.T, S = sh.U, C = sh.V, J = sh.J, W = S + 1;
   size_t free_before, free_after, total;
   CHECK(cudaMemGetInfo(&free_before, &total));
@@ -1317,7 +1396,7 @@ void BenchJointShape(const JointShape& sh, int repeats) {
   for (int64_t b = 0; b < B; ++b) {
     d.rnnt.boundary.insert(d.rnnt.boundary.end(), {0, 0, S, Tn});
   }
-  JointGpu<float, L> loss(d, 0, 0);  // inputs filled below
+  JointGpu<float, L> loss(d, 0, 0, products);  // inputs filled below
   const int64_t sizes[4] = {B * Tn * J, B * W * J, J * C, C};
   const float limits[4] = {1.0f, 1.0f, float(std::sqrt(3.0 / J)), 0.1f};
   for (int i = 0; i < 4; ++i) {
@@ -1347,10 +1426,13 @@ void BenchJointShape(const JointShape& sh, int repeats) {
 }
 
 template <typename L>
-int BenchJoint(const std::vector<JointShape>& shapes, int repeats) {
+int BenchJoint(const std::vector<JointShape>& shapes, int repeats,
+               gpu::JointProducts products) {
+  const bool tc = products == gpu::JointProducts::kTensorCores;
   std::printf(
       "joint loss (tanh joint, regular, full lengths), %s inputs and "
-      "gradients, float32 maths; times: medians of %d runs after 2 warm-ups\n"
+      "gradients, float32 maths, products %s; times: medians of %d runs "
+      "after 2 warm-ups\n"
       "  fwd: RnntJointLogProbs + MutualInformation (plan included); bwd: "
       "RnntJointUsedRanges + plan + RnntJointGradient\n"
       "  peak_mb: the harness's device buffers (inputs, outputs, O(B T U) "
@@ -1358,8 +1440,14 @@ int BenchJoint(const std::vector<JointShape>& shapes, int repeats) {
       "after the runs\n"
       "  tflops: the four products (l = h W twice, h^T G, G W^T) / total "
       "time\n",
-      TypeInfo<L>::kName, repeats);
-  for (const JointShape& sh : shapes) BenchJointShape<L>(sh, repeats);
+      TypeInfo<L>::kName,
+      !tc                        ? "exact (CUDA cores)"
+      : std::is_same_v<L, float> ? "on tensor cores (TF32)"
+                                 : "on tensor cores (16-bit operands)",
+      repeats);
+  for (const JointShape& sh : shapes) {
+    BenchJointShape<L>(sh, repeats, products);
+  }
   return 0;
 }
 
@@ -1531,11 +1619,12 @@ int CompareJoint(const std::string& dir) {
 
 int Usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [check [--fail-fast]]\n"
+               "usage: %s [check [--fail-fast] [--quick]]\n"
                "       %s bench [--repeats N] [--shapes B,T,U,V;...] "
                "[--dtype float|half|bfloat16]\n"
                "       %s bench-joint [--repeats N] [--shapes B,T,U,V,J;...] "
-               "[--dtype float|half|bfloat16]\n"
+               "[--dtype float|half|bfloat16] [--products "
+               "exact|tensor_cores]\n"
                "       %s compare DIR\n"
                "       %s compare-joint DIR\n",
                argv0, argv0, argv0, argv0, argv0);
@@ -1554,7 +1643,8 @@ int main(int argc, char** argv) {
   std::vector<JointShape> joint_shapes = {{8, 150, 40, 500, 256},
                                           {32, 500, 100, 1024, 640}};
   int repeats = 10;
-  std::string dtype = "float";
+  std::string dtype = "float", products;
+  bool fail_fast = false, quick = false;
   if (mode == "bench" || joint) {
     for (int i = 2; i < argc; i += 2) {
       const std::string flag = argv[i];
@@ -1562,6 +1652,11 @@ int main(int argc, char** argv) {
       if (flag == "--repeats") {
         repeats = std::atoi(argv[i + 1]);
         if (repeats < 1) return Usage(argv[0]);
+      } else if (joint && flag == "--products") {
+        products = argv[i + 1];
+        if (products != "exact" && products != "tensor_cores") {
+          return Usage(argv[0]);
+        }
       } else if (flag == "--dtype") {
         dtype = argv[i + 1];
         if (dtype != "float" && dtype != "half" && dtype != "bfloat16") {
@@ -1573,10 +1668,18 @@ int main(int argc, char** argv) {
         return Usage(argv[0]);
       }
     }
-  } else if (!(mode == "check" &&
-               (argc <= 2 ||
-                (argc == 3 && std::string(argv[2]) == "--fail-fast"))) &&
-             !((mode == "compare" || mode == "compare-joint") && argc == 3)) {
+  } else if (mode == "check") {
+    for (int i = 2; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--fail-fast") {
+        fail_fast = true;
+      } else if (flag == "--quick") {
+        quick = true;
+      } else {
+        return Usage(argv[0]);
+      }
+    }
+  } else if (!((mode == "compare" || mode == "compare-joint") && argc == 3)) {
     return Usage(argv[0]);
   }
 
@@ -1592,16 +1695,30 @@ int main(int argc, char** argv) {
   std::printf("device 0: %s (sm_%d%d, %.1f GiB)\n", prop.name, prop.major,
               prop.minor, prop.totalGlobalMem / double(1 << 30));
   std::fflush(stdout);
-  if (mode == "check") return Check(argc == 3);
+  if (mode == "check") return Check(fail_fast, quick);
   if (mode == "bench") {
     if (dtype == "half") return Bench<Half>(shapes, repeats);
     if (dtype == "bfloat16") return Bench<BFloat16>(shapes, repeats);
     return Bench<float>(shapes, repeats);
   }
   if (joint) {
-    if (dtype == "half") return BenchJoint<Half>(joint_shapes, repeats);
-    if (dtype == "bfloat16") return BenchJoint<BFloat16>(joint_shapes, repeats);
-    return BenchJoint<float>(joint_shapes, repeats);
+    // The op's choice unless --products says: tensor cores for 16-bit
+    // inputs, exact float32 for float (TF32 with tensor_cores).
+    const auto choice = [&](gpu::JointProducts fallback) {
+      return products.empty()             ? fallback
+             : products == "tensor_cores" ? gpu::JointProducts::kTensorCores
+                                          : gpu::JointProducts::kExact;
+    };
+    if (dtype == "half") {
+      return BenchJoint<Half>(joint_shapes, repeats,
+                              choice(kDefaultProducts<Half>));
+    }
+    if (dtype == "bfloat16") {
+      return BenchJoint<BFloat16>(joint_shapes, repeats,
+                                  choice(kDefaultProducts<BFloat16>));
+    }
+    return BenchJoint<float>(joint_shapes, repeats,
+                             choice(kDefaultProducts<float>));
   }
   if (mode == "compare-joint") return CompareJoint(argv[2]);
   return Compare(argv[2]);

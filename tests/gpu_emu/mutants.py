@@ -11,10 +11,11 @@ failing case (GPU_EMU_CHECK_FLAGS=--fail-fast).  One line per mutant says what
 caught it: a sanitizer, an emulator report, or the harness's comparison.
 
 Usage (from the repository root, after `make gpu-emu-check`):
-  python3 tests/gpu_emu/mutants.py [--keep] [NAME ...]
+  python3 tests/gpu_emu/mutants.py [--jobs N] [--keep] [NAME ...]
 """
 
 import argparse
+import concurrent.futures
 import dataclasses
 import os
 import shutil
@@ -63,6 +64,19 @@ MUTANTS = (
         "cc/kernels/gpu/mutual_information.cu",
         "      mi_internal::ForwardCell(p, b, k, s);\n    }\n    __syncthreads();\n",
         "      mi_internal::ForwardCell(p, b, k, s);\n    }\n",
+    ),
+    Mutant(
+        "tensor-core GEMM swaps the warp's two column fragments",
+        "cc/kernels/gpu/rnnt_joint.cu",
+        "wmma::load_matrix_sync(fb[j], bs + kk * kLdb + wn + 16 * j, kLdb);",
+        "wmma::load_matrix_sync(fb[j], bs + kk * kLdb + wn + 16 * (1 - j), kLdb);",
+    ),
+    Mutant(
+        "tensor-core GEMM reads its staged results without __syncwarp",
+        "cc/kernels/gpu/rnnt_joint.cu",
+        "      wmma::store_matrix_sync(st, acc[i][j], 16, wmma::mem_row_major);\n"
+        "      __syncwarp();\n",
+        "      wmma::store_matrix_sync(st, acc[i][j], 16, wmma::mem_row_major);\n",
     ),
     Mutant(
         "encoder gradient sums the next row",
@@ -149,56 +163,68 @@ def apply(where: str, mutant: Mutant) -> None:
         f.write(text.replace(mutant.old, mutant.new))
 
 
+def run_mutant(mutant: Mutant, keep: bool) -> tuple[bool, str]:
+    """(caught, the lines to print) for one mutant, in a scratch copy."""
+    where = tempfile.mkdtemp(prefix="tt_mutant_")
+    try:
+        scratch_copy(where)
+        apply(where, mutant)
+        start = time.monotonic()
+        run = subprocess.run(
+            [
+                "make",
+                "--no-print-directory",
+                "-C",
+                where,
+                "gpu-emu-check",
+                "GPU_EMU_JOBS=1",
+                "GPU_EMU_CHECK_FLAGS=--fail-fast",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=900,
+        )
+        seconds = time.monotonic() - start
+        output = harness_part(run.stdout)
+        where_note = f"\n          kept {where}" if keep else ""
+        if run.returncode == 0:
+            return False, (
+                f"SURVIVED  {mutant.name} ({mutant.path}, {seconds:.0f} s){where_note}"
+            )
+        label = what_caught(output)
+        return True, (
+            f"CAUGHT    {mutant.name} ({mutant.path}, {seconds:.0f} s): {label}\n"
+            f"          {report_line(output, label)}{where_note}"
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(where, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="mutants built and run at once"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch copies")
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     known = {m.name for m in MUTANTS}
     for name in args.names:
         if name not in known:
             parser.error(f"no mutant {name!r}; known: {sorted(known)}")
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
-    survivors = []
-    for mutant in chosen:
-        where = tempfile.mkdtemp(prefix="tt_mutant_")
-        try:
-            scratch_copy(where)
-            apply(where, mutant)
-            start = time.monotonic()
-            run = subprocess.run(
-                [
-                    "make",
-                    "--no-print-directory",
-                    "-C",
-                    where,
-                    "gpu-emu-check",
-                    "GPU_EMU_CHECK_FLAGS=--fail-fast",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=900,
-            )
-            seconds = time.monotonic() - start
-            output = harness_part(run.stdout)
-            if run.returncode == 0:
-                survivors.append(mutant.name)
-                print(f"SURVIVED  {mutant.name} ({mutant.path}, {seconds:.0f} s)")
-            else:
-                label = what_caught(output)
-                print(
-                    f"CAUGHT    {mutant.name} ({mutant.path}, {seconds:.0f} s): "
-                    f"{label}\n          {report_line(output, label)}",
-                    flush=True,
-                )
-        finally:
-            if args.keep:
-                print(f"          kept {where}")
-            else:
-                shutil.rmtree(where, ignore_errors=True)
-    caught = len(chosen) - len(survivors)
-    print(f"SUMMARY: {caught} of {len(chosen)} mutants caught")
+    survivors = 0
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        runs = [pool.submit(run_mutant, m, args.keep) for m in chosen]
+        for run in concurrent.futures.as_completed(runs):
+            caught, lines = run.result()
+            survivors += not caught
+            print(lines, flush=True)
+    print(f"SUMMARY: {len(chosen) - survivors} of {len(chosen)} mutants caught")
     return 1 if survivors else 0
 
 

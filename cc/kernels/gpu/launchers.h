@@ -130,6 +130,15 @@ std::vector<int64_t> JointBoundaryRanges(const int64_t* boundary, int64_t B,
 JointPlan PlanJointChunks(const int64_t* ranges, int64_t frames, int64_t T_len,
                           int64_t capacity);
 
+// How the joint's matrix products (h W, h^T G, G W^T) run.  kExact: in the
+// maths' type T on the CUDA cores (float32 or float64).  kTensorCores: on
+// tensor cores, accumulated in float32, with the operands in the inputs'
+// type L: for Half and BFloat16 inputs the hidden h and the logits'
+// gradient G are rounded to it (W is already in it), for float inputs all
+// operands are rounded to TF32 (10 mantissa bits).  Double inputs always
+// take kExact.
+enum class JointProducts { kExact, kTensorCores };
+
 // The joint's inputs and the chunk scratch, all device pointers.  Inputs of
 // type L (float, double, Half, BFloat16), the maths in T.
 template <typename T, typename L>
@@ -146,6 +155,7 @@ struct RnntJointProblem {
   T* logits;           // [max_rows, C]
   int64_t* row_cells;  // [max_rows]: each row's cell (b * T + t) * (S + 1) + s
   JointPiece* pieces;  // [plan.pieces.size()]
+  JointProducts products = JointProducts::kExact;
 };
 
 // Pass 1 of the joint loss: px and py filled with -inf and the normalisers

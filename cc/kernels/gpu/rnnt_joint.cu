@@ -18,12 +18,19 @@
 //
 // Chunks run one after the other on the stream, and every output element
 // is written by one thread per chunk, so the sums are deterministic.  The
-// matrix products are one shared-memory tiled kernel (128 x 64 tiles, 8 x 4
-// results per thread) reading its operands through strides, so that h^T and
-// W^T need no copies; float maths for float and 16-bit inputs, double for
-// double.
+// matrix products read their operands through strides, so that h^T and W^T
+// need no copies, in one of two shared-memory tiled kernels (128 x 64 tiles
+// of the result per block): GemmKernel on the CUDA cores (8 x 4 results per
+// thread; float maths for float and 16-bit inputs, double for double), or
+// TensorCoreGemmKernel (JointProducts::kTensorCores; a warp per 32 x 32,
+// nvcuda::wmma 16 x 16 fragments with float accumulators; the operands are
+// rounded to the inputs' 16-bit type or to TF32 on their way into shared
+// memory).
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <algorithm>
 #include <limits>
@@ -252,11 +259,151 @@ __global__ void __launch_bounds__(kGemmThreads)
   }
 }
 
-// The GemmKernel launch for out = A B (+ bias) over K split `splits` ways.
-template <typename T>
-void Gemm(int64_t M, int64_t N, int64_t K, Strided<T> a, Strided<T> b,
-          const T* bias, T* out, int64_t ldo, int64_t splits,
+// The tensor-core operand type Op: how a float is stored in shared memory
+// (S), rounded into it, and the k of a wmma fragment.
+template <typename Op>
+struct Operand;
+template <>
+struct Operand<__half> {
+  using S = __half;
+  static constexpr int kK = 16;
+  static __device__ S From(float x) { return __float2half_rn(x); }
+};
+template <>
+struct Operand<__nv_bfloat16> {
+  using S = __nv_bfloat16;
+  static constexpr int kK = 16;
+  static __device__ S From(float x) { return __float2bfloat16_rn(x); }
+};
+template <>
+struct Operand<nvcuda::wmma::precision::tf32> {
+  using S = float;
+  static constexpr int kK = 8;
+  static __device__ S From(float x) { return nvcuda::wmma::__float_to_tf32(x); }
+};
+
+// The tensor-core operand type for inputs of type L.
+template <typename L>
+struct OperandOf {
+  using type = nvcuda::wmma::precision::tf32;  // float inputs
+};
+template <>
+struct OperandOf<Half> {
+  using type = __half;
+};
+template <>
+struct OperandOf<BFloat16> {
+  using type = __nv_bfloat16;
+};
+
+constexpr int kTcTileK = 32;  // K of a shared-memory tile
+constexpr int kTcWarps = kGemmThreads / 32;
+
+// GemmKernel's product on tensor cores, with float operands rounded to Op
+// as they are read.  The block's 8 warps each compute 32 x 32 of the
+// 128 x 64 tile as 2 x 2 wmma accumulators; a warp's accumulator goes
+// through a 16 x 16 staging buffer of its own to the output, for the bias,
+// `accumulate` and the edges.  Rows of the shared tiles are padded by 16
+// bytes (fewer bank conflicts); every fragment starts 32-byte aligned, as
+// wmma requires.
+template <typename Op>
+__global__ void __launch_bounds__(kGemmThreads)
+    TensorCoreGemmKernel(int64_t M, int64_t N, int64_t K, int64_t k_per_split,
+                         Strided<float> a, Strided<float> b, const float* bias,
+                         float* out, int64_t ldo, int64_t split_stride,
+                         bool accumulate) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  namespace wmma = nvcuda::wmma;
+  using S = typename Operand<Op>::S;
+  constexpr int kK = Operand<Op>::kK;
+  constexpr int kPad = 16 / int(sizeof(S));
+  constexpr int kLda = kTcTileK + kPad, kLdb = kTileN + kPad;
+  __shared__ __align__(32) S as[kTileM * kLda];    // [m][k]
+  __shared__ __align__(32) S bs[kTcTileK * kLdb];  // [k][n]
+  __shared__ __align__(32) float stage[kTcWarps][16 * 16];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp / 2 * 32, wn = warp % 2 * 32;  // the warp's 32 x 32
+  const int64_t m0 = int64_t(blockIdx.x) * kTileM;
+  const int64_t n0 = int64_t(blockIdx.y) * kTileN;
+  const int64_t k_begin = int64_t(blockIdx.z) * k_per_split;
+  const int64_t k_end = Min(K, k_begin + k_per_split);
+  const bool a_k_fast = a.cs == 1, b_n_fast = b.cs == 1;
+  wmma::fragment<wmma::accumulator, 16, 16, kK, float> acc[2][2];
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  }
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kTcTileK) {
+    for (int e = tid; e < kTileM * kTcTileK; e += kGemmThreads) {
+      const int m = a_k_fast ? e / kTcTileK : e % kTileM;
+      const int k = a_k_fast ? e % kTcTileK : e / kTileM;
+      const bool inside = m0 + m < M && k0 + k < k_end;
+      as[m * kLda + k] =
+          Operand<Op>::From(inside ? a.At(m0 + m, k0 + k) : 0.0f);
+    }
+    for (int e = tid; e < kTileN * kTcTileK; e += kGemmThreads) {
+      const int n = b_n_fast ? e % kTileN : e / kTcTileK;
+      const int k = b_n_fast ? e / kTileN : e % kTcTileK;
+      const bool inside = n0 + n < N && k0 + k < k_end;
+      bs[k * kLdb + n] =
+          Operand<Op>::From(inside ? b.At(k0 + k, n0 + n) : 0.0f);
+    }
+    __syncthreads();
+    for (int kk = 0; kk < kTcTileK; kk += kK) {
+      wmma::fragment<wmma::matrix_a, 16, 16, kK, Op, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, kK, Op, wmma::row_major> fb[2];
+      for (int i = 0; i < 2; ++i) {
+        wmma::load_matrix_sync(fa[i], as + (wm + 16 * i) * kLda + kk, kLda);
+      }
+      for (int j = 0; j < 2; ++j) {
+        wmma::load_matrix_sync(fb[j], bs + kk * kLdb + wn + 16 * j, kLdb);
+      }
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float* out_z = out + int64_t(blockIdx.z) * split_stride;
+  float* st = stage[warp];
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(st, acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+      for (int e = lane; e < 16 * 16; e += 32) {
+        const int64_t m = m0 + wm + 16 * i + e / 16;
+        const int64_t n = n0 + wn + 16 * j + e % 16;
+        if (m >= M || n >= N) continue;
+        const float v = st[e] + (bias != nullptr ? bias[n] : 0.0f);
+        float* dst = out_z + m * ldo + n;
+        *dst = accumulate ? *dst + v : v;
+      }
+      __syncwarp();
+    }
+  }
+#endif
+}
+
+// out = A B (+ bias) over K split `splits` ways: GemmKernel, or for float
+// maths with `products` kTensorCores, TensorCoreGemmKernel with the operand
+// type of inputs of type L.
+template <typename T, typename L>
+void Gemm(JointProducts products, int64_t M, int64_t N, int64_t K, Strided<T> a,
+          Strided<T> b, const T* bias, T* out, int64_t ldo, int64_t splits,
           int64_t split_stride, bool accumulate, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (products == JointProducts::kTensorCores) {
+      const int64_t k_per_split =
+          ((K + splits - 1) / splits + kTcTileK - 1) / kTcTileK * kTcTileK;
+      const dim3 grid(unsigned((M + kTileM - 1) / kTileM),
+                      unsigned((N + kTileN - 1) / kTileN), unsigned(splits));
+      TT_LAUNCH(grid, kGemmThreads, 0, stream,
+                TensorCoreGemmKernel<typename OperandOf<L>::type>)(
+          M, N, K, k_per_split, a, b, bias, out, ldo, split_stride, accumulate);
+      return;
+    }
+  }
   const int64_t k_per_split =
       ((K + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
   const dim3 grid(unsigned((M + kTileM - 1) / kTileM),
@@ -455,8 +602,9 @@ void FormChunk(const RnntJointProblem<T, L>& p, const JointChunk& chunk,
       p.pieces + chunk.piece_begin, pieces, p.S + 1, p.row_cells);
   TT_LAUNCH(Blocks(chunk.rows * p.J), kThreads, 0, stream, Hidden<T, L>)(
       p, chunk.rows, p.hidden);
-  Gemm<T>(chunk.rows, p.C, p.J, Strided<T>{p.hidden, p.J, 1},
-          Strided<T>{weight, p.C, 1}, bias, p.logits, p.C, 1, 0, false, stream);
+  Gemm<T, L>(p.products, chunk.rows, p.C, p.J, Strided<T>{p.hidden, p.J, 1},
+             Strided<T>{weight, p.C, 1}, bias, p.logits, p.C, 1, 0, false,
+             stream);
 }
 
 }  // namespace
@@ -528,8 +676,9 @@ LaunchStatus RnntJointGradient(const RnntJointGradientProblem<T, L>& p,
     const bool direct = splits == 1;
     T* partial_w = direct ? p.acc_weight : p.partial;
     T* partial_c = direct ? p.acc_bias : p.partial + p.max_splits * J * C;
-    Gemm<T>(J, C, rows, Strided<T>{joint.hidden, 1, J}, Strided<T>{G, C, 1},
-            nullptr, partial_w, C, splits, J * C, direct, st);
+    Gemm<T, L>(joint.products, J, C, rows, Strided<T>{joint.hidden, 1, J},
+               Strided<T>{G, C, 1}, nullptr, partial_w, C, splits, J * C,
+               direct, st);
     TT_LAUNCH(dim3(unsigned((C + kThreads - 1) / kThreads), unsigned(splits)),
               kThreads, 0, st, ColSum<T>)(
         G, rows, C, (rows + splits - 1) / splits, partial_c, C, direct);
@@ -540,8 +689,9 @@ LaunchStatus RnntJointGradient(const RnntJointGradientProblem<T, L>& p,
                                                             splits, p.acc_bias);
     }
     // dh = G W^T, then da = dh * act'(h).
-    Gemm<T>(rows, J, C, Strided<T>{G, C, 1}, Strided<T>{weight, 1, C}, nullptr,
-            p.d_hidden, J, 1, 0, false, st);
+    Gemm<T, L>(joint.products, rows, J, C, Strided<T>{G, C, 1},
+               Strided<T>{weight, 1, C}, nullptr, p.d_hidden, J, 1, 0, false,
+               st);
     TT_LAUNCH(Blocks(rows * J), kThreads, 0, st, ThroughAct<T>)(
         joint.activation, joint.hidden, rows * J, p.d_hidden);
     TT_LAUNCH(Blocks(n_pieces * J), kThreads, 0, st, EncoderGrad<T>)(
