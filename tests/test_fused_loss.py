@@ -206,9 +206,10 @@ def test_mixed_precision_is_near_float32(policy):
 def test_config_round_trip_and_saved_model_keeps_the_loss(tmp_path):
     loss = FusedRnntLoss(
         blank=1, rnnt_type="modified", delay_penalty=0.01, pad_id=-3, clamp=2.0,
-        fastemit_lambda=0.1, reduction="sum", name="fused",
+        fastemit_lambda=0.1, reduction="sum", name="fused", allow_tf32=True,
     )  # fmt: skip
     config = loss.get_config()
+    assert config["allow_tf32"] is True
     assert FusedRnntLoss.from_config(config).get_config() == config
     revived = keras.saving.deserialize_keras_object(
         keras.saving.serialize_keras_object(loss)
@@ -247,6 +248,7 @@ def test_config_round_trip_and_saved_model_keeps_the_loss(tmp_path):
         (dict(clamp=float("nan")), "clamp must be a number"),
         (dict(fastemit_lambda=-0.1), "fastemit_lambda must be >= 0"),
         (dict(reduction="max"), "reduction must be one of"),
+        (dict(allow_tf32="yes"), "allow_tf32 must be True or False, got 'yes'"),
     ],
 )
 def test_bad_arguments(kwargs, message):

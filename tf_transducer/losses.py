@@ -675,6 +675,9 @@ class FusedRnntLoss(_TransducerLoss):
     Args:
       blank, rnnt_type, delay_penalty, pad_id, clamp, fastemit_lambda,
         reduction, name: as `RnntLoss`.
+      allow_tf32: on a GPU, run float32 inputs' matrix products on tensor
+        cores in TF32 (as torch's `allow_tf32`; off: exact float32).
+        float16 and bfloat16 inputs always use tensor cores.
 
     Call arguments:
       y_true: int labels [B, S], padded with `pad_id`.
@@ -722,6 +725,7 @@ class FusedRnntLoss(_TransducerLoss):
         reduction: str | None = "sum_over_batch_size",
         name: str = "fused_rnnt_loss",
         dtype: str | keras.DTypePolicy | None = None,
+        allow_tf32: bool = False,
     ) -> None:
         super().__init__(
             blank,
@@ -734,6 +738,14 @@ class FusedRnntLoss(_TransducerLoss):
             clamp,
             fastemit_lambda,
         )
+        if not isinstance(allow_tf32, bool):
+            raise ValueError(f"allow_tf32 must be True or False, got {allow_tf32!r}")
+        self.allow_tf32 = allow_tf32
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config["allow_tf32"] = self.allow_tf32
+        return config
 
     def _joiner_parameters(self, joiner: Any) -> tuple[Any, Any, str]:
         """(kernel [J, C], bias [C], activation) of y_pred["joiner"]."""
@@ -831,6 +843,7 @@ class FusedRnntLoss(_TransducerLoss):
             label_lengths=label_lengths,
             clamp=self.clamp,
             fastemit_lambda=self.fastemit_lambda,
+            allow_tf32=self.allow_tf32,
         )
 
 

@@ -270,6 +270,7 @@ struct JointAttrs {
   RnntType type;
   JointActivation activation;
   float clamp, fastemit_lambda;
+  bool allow_tf32;  // the GPU's float32 products in TF32 (the CPU ignores it)
 
   explicit JointAttrs(OpKernelConstruction* ctx) {
     std::string type_name, activation_name;
@@ -278,6 +279,7 @@ struct JointAttrs {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation_name));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("clamp", &clamp));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("fastemit_lambda", &fastemit_lambda));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("allow_tf32", &allow_tf32));
     type = ParseRnntType(type_name);
     activation = ParseJointActivation(activation_name);
   }
@@ -673,7 +675,7 @@ struct GpuJointScratch {
 template <typename Scalar, typename TfL>
 absl::Status MakeGpuJointProblem(
     OpKernelContext* ctx, const JointTensors& x, JointActivation activation,
-    const gpu::JointPlan& plan, GpuJointScratch* s,
+    bool allow_tf32, const gpu::JointPlan& plan, GpuJointScratch* s,
     gpu::RnntJointProblem<Scalar, typename StorageOf<TfL>::type>* p) {
   using L = typename StorageOf<TfL>::type;
   static_assert(sizeof(gpu::JointPiece) == 4 * sizeof(int64_t));
@@ -687,6 +689,14 @@ absl::Status MakeGpuJointProblem(
   p->weight = TensorData<TfL>(*x.weight);
   p->bias = TensorData<TfL>(*x.bias);
   p->activation = activation;
+  // Tensor cores for 16-bit inputs, as every framework's 16-bit products;
+  // for float32 only when asked (TF32).
+  constexpr bool kHalfWidth =
+      std::is_same_v<L, Half> || std::is_same_v<L, BFloat16>;
+  constexpr bool kFloat = std::is_same_v<L, float>;
+  p->products = kHalfWidth || (kFloat && allow_tf32)
+                    ? gpu::JointProducts::kTensorCores
+                    : gpu::JointProducts::kExact;
   p->wide_weight = p->wide_bias = nullptr;
   if constexpr (!std::is_same_v<Scalar, L>) {
     TF_RETURN_IF_ERROR(
@@ -739,9 +749,9 @@ class RnntJointLossGpuOp : public OpKernel {
         gpu::JointChunkCapacity(x.J, x.C, sizeof(Scalar), false));
     GpuJointScratch scratch;
     gpu::RnntJointProblem<Scalar, L> joint;
-    OP_REQUIRES_OK(
-        ctx, (MakeGpuJointProblem<Scalar, TfL>(ctx, x, attrs_.activation, plan,
-                                               &scratch, &joint)));
+    OP_REQUIRES_OK(ctx, (MakeGpuJointProblem<Scalar, TfL>(
+                            ctx, x, attrs_.activation, attrs_.allow_tf32, plan,
+                            &scratch, &joint)));
 
     RnntProblem<Scalar, Scalar> pr;
     Tensor px, py, symbols_copy, boundary_copy;
@@ -844,9 +854,9 @@ class RnntJointLossGradGpuOp : public OpKernel {
         host_ranges.data(), B * T, T,
         gpu::JointChunkCapacity(J, C, sizeof(Scalar), true));
     GpuJointScratch scratch;
-    OP_REQUIRES_OK(
-        ctx, (MakeGpuJointProblem<Scalar, TfL>(ctx, x, attrs_.activation, plan,
-                                               &scratch, &p.joint)));
+    OP_REQUIRES_OK(ctx, (MakeGpuJointProblem<Scalar, TfL>(
+                            ctx, x, attrs_.activation, attrs_.allow_tf32, plan,
+                            &scratch, &p.joint)));
     Tensor d_hidden, partial, sums[4];
     OP_REQUIRES_OK(ctx,
                    Scratch(ctx, plan.max_rows * J, &d_hidden, &p.d_hidden));

@@ -99,6 +99,7 @@ REGISTER_OP("TfTransducerRnntJointLoss")
     .Attr("activation: {'tanh', 'relu', 'identity'} = 'tanh'")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
+    .Attr("allow_tf32: bool = false")
     .SetShapeFn(JointLossShapes)
     .Doc(R"doc(
 RNN-T log-likelihood of a joint network's inputs, fused with the joint: the
@@ -114,6 +115,10 @@ weight: [J, C] and bias: [C], the joint's output layer.
 symbols, boundary, delay_penalty, clamp, fastemit_lambda, termination_symbol,
   rnnt_type: as TfTransducerRnntLoss.
 activation: the joint's activation.
+allow_tf32: on a GPU, float32 inputs' matrix products run on tensor cores in
+  TF32 (10 mantissa bits; float32 accumulation).  float16 and bfloat16
+  inputs' products always run on tensor cores in their own type; float64 and
+  the CPU kernels multiply exactly.
 scores: [B]; px_grad, py_grad: the occupations; normalizers: [B, T, S + 1].
 )doc");
 
@@ -138,6 +143,7 @@ REGISTER_OP("TfTransducerRnntJointLossGrad")
     .Attr("activation: {'tanh', 'relu', 'identity'} = 'tanh'")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
+    .Attr("allow_tf32: bool = false")
     .SetShapeFn(JointGradShapes)
     .Doc(R"doc(
 The gradients of sum_b scale[b] * scores[b] of TfTransducerRnntJointLoss

@@ -184,6 +184,7 @@ def test_padding_may_hold_nan_but_used_cells_may_not():
         (dict(symbols=[[0, 1, 2, 6]] * 3), "symbols must lie in"),
         (dict(encoder=np.zeros((3, 3, 5)), rnnt_type="modified"), "needs T >= S"),
         (dict(clamp=float("nan")), "clamp must be a number"),
+        (dict(allow_tf32=1), "allow_tf32 must be True or False, got 1"),
     ],
 )
 def test_bad_inputs_are_named(change, message):
@@ -204,3 +205,36 @@ def test_many_tiles_per_sequence():
     got = losses_and_grads(fused, inputs, symbols, "tanh", [1.0, 0.5], **options)
     want = losses_and_grads(unfused, inputs, symbols, "tanh", [1.0, 0.5], **options)
     assert_same(got, want, 1e-10)
+
+
+def test_allow_tf32_reaches_both_ops_and_the_cpu_multiplies_exactly():
+    # TF32 is a GPU choice (docs/guides/gpu.md): the CPU kernels ignore it,
+    # bit for bit, and the gradient op is given it with the forward's attrs.
+    rng = np.random.default_rng(10)
+    inputs = problem(rng, np.float32)
+    symbols = rng.integers(1, 6, (3, 4))
+    exact = losses_and_grads(fused, inputs, symbols, "tanh", [1.0, 2.0, 0.5])
+    tf32 = losses_and_grads(
+        fused, inputs, symbols, "tanh", [1.0, 2.0, 0.5], allow_tf32=True
+    )
+    for got, want in zip([tf32[0], *tf32[1]], [exact[0], *exact[1]], strict=True):
+        np.testing.assert_array_equal(got, want)
+
+    @tf.function
+    def loss_and_grads(*values):
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            loss = rnnt_loss_joint(*values, symbols, 0, allow_tf32=True)
+        return loss, tape.gradient(loss, values)
+
+    graph = loss_and_grads.get_concrete_function(*inputs.values()).graph
+    joint_ops = [
+        op
+        for op in graph.get_operations()
+        if op.type.startswith("TfTransducerRnntJoint")
+    ]
+    assert {op.type for op in joint_ops} == {
+        "TfTransducerRnntJointLoss",
+        "TfTransducerRnntJointLossGrad",
+    }
+    assert all(op.get_attr("allow_tf32") for op in joint_ops)

@@ -112,7 +112,8 @@ def _rnnt_joint_loss_grad(op, d_scores, *unused_d_statistics):
     """Each tile formed again: the forward op kept only what the tiles need."""
     _, px_grad, py_grad, normalizers = op.outputs
     names = ("termination_symbol", "rnnt_type", "activation", "clamp")
-    attrs = {name: op.get_attr(name) for name in names + ("fastemit_lambda",)}
+    names += ("fastemit_lambda", "allow_tf32")
+    attrs = {name: op.get_attr(name) for name in names}
     grads = _loader.op_library().tf_transducer_rnnt_joint_loss_grad(
         encoder=op.inputs[0],
         predictor=op.inputs[1],
@@ -144,6 +145,7 @@ def rnnt_loss_joint(
     label_lengths: TensorLike | None = None,
     clamp: float = -1.0,
     fastemit_lambda: float = 0.0,
+    allow_tf32: bool = False,
 ) -> tf.Tensor:
     """The RNN-T loss of a joint network's inputs, without its logits.
 
@@ -153,7 +155,11 @@ def rnnt_loss_joint(
     neither the logits [B, T, S + 1, C] nor the hidden [B, T, S + 1, J] is
     ever stored (see the module docstring). float16 and bfloat16 inputs are
     read as such and computed in float32 (the loss is float32, the gradients
-    of the inputs' dtype).
+    of the inputs' dtype). On a GPU the matrix products of float16 and
+    bfloat16 inputs run on tensor cores with their operands (the hidden
+    activations and the logits' gradient too) in the inputs' type and
+    float32 accumulation, as 16-bit matrix products do everywhere; float32
+    products run exactly unless `allow_tf32`.
 
     Args:
       encoder: float [B, T, J], the encoder's projection into the joint.
@@ -173,6 +179,12 @@ def rnnt_loss_joint(
       clamp: as `rnnt_loss`: > 0 clamps each element of the gradient of
         each utterance's loss with respect to the logits.
       fastemit_lambda: float >= 0, FastEmit regularisation.
+      allow_tf32: on a GPU, run float32 inputs' matrix products on tensor
+        cores in TF32 (10 mantissa bits, float32 accumulation), as torch's
+        `allow_tf32`; off (the default), they are exact float32. The CPU
+        kernels and float64 always multiply exactly; under XLA the products
+        follow TensorFlow's own TF32 setting
+        (`tf.config.experimental.enable_tensor_float_32_execution`).
 
     Returns:
       The loss: [B] with reduction "none", else a scalar.
@@ -180,6 +192,8 @@ def rnnt_loss_joint(
     delay_penalty = _check_options(rnnt_type, reduction, delay_penalty)
     clamp = clamp_value(clamp)
     fastemit_lambda = real_number("fastemit_lambda", fastemit_lambda, minimum=0.0)
+    if not isinstance(allow_tf32, bool):
+        raise ValueError(f"allow_tf32 must be True or False, got {allow_tf32!r}")
     with tf.name_scope("rnnt_loss_joint"):
         encoder, predictor, weight, bias, symbols = check_joint_inputs(
             encoder,
@@ -229,6 +243,7 @@ def rnnt_loss_joint(
             symbols=symbols,
             boundary=boundary,
             delay_penalty=tf.constant(delay_penalty, compute_dtype),
+            allow_tf32=allow_tf32,
             **options,
         )
         return _reduce(scores, reduction)
