@@ -14,7 +14,7 @@ TF_VERSION := 2.21.0
 # Python ARPA reader when kenlm is missing.
 DEV_EXTRAS := data,export,train,test,docs,notebooks,package
 
-.PHONY: docs bazel-test package-test demo test test-slow bench build lint format clean test-cuda-build gpu-harness gpu-check notebooks gpu-emu-check gpu-emu-tsan gpu-emu-tsan-full gpu-emu-mutants gpu-emu
+.PHONY: docs bazel-test package-test demo test test-slow bench build lint format clean test-cuda-build cuda-toolchain gpu-harness gpu-check notebooks gpu-emu-check gpu-emu-tsan gpu-emu-tsan-full gpu-emu-mutants gpu-emu
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,19 +54,43 @@ bench: build
 	set -e; for b in $(BENCHMARKS); do \
 	  echo "== python -m benchmarks.$$b"; $(PY) -m benchmarks.$$b; done
 
-# The library built with the CUDA kernels (TT_CUDA=1, needs nvcc), kept apart
-# in build-cuda/, and the op tests run on it: on a machine without a GPU this
-# checks that it builds, loads and computes on the CPU as the plain build
-# does; on a GPU machine the GPU tests (tests/ops/test_gpu.py) run too.  Also
-# builds the GPU harness and runs it when a GPU is present.
+# The CUDA 12.5 toolchain the wheel's GPU kernels are built with, as
+# TensorFlow 2.21 builds its own (docs/guides/gpu.md): clang-16 (Debian's;
+# installed when missing) against CUDA 12.5's headers, libdevice and ptxas
+# from pinned PyPI wheels, assembled by .ci/cuda_toolchain.py.
+CUDA_TOOLCHAIN := build/cuda-12.5
+CLANG_CUDA ?= clang++-16
+cuda-toolchain: | $(STAMP)
+	command -v $(CLANG_CUDA) >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "cuda-toolchain: no $(CLANG_CUDA) on the PATH and no apt-get to install clang-16"; exit 1; }; \
+	  sudo=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-16 >/dev/null; }
+	$(PY) .ci/cuda_toolchain.py $(CUDA_TOOLCHAIN)
+
+# The library built with the CUDA kernels (TT_CUDA=1), kept apart in
+# build-cuda/: by default with the CUDA 12.5 toolchain above, as the wheel
+# is (CUDA_BUILD=nvcc: with the nvcc on the PATH instead).  Its cubins and
+# PTX are listed and checked (.ci/cuda_binaries.py: sm_80/86/89/90, CUDA 12's
+# ELF ABI, compute_90 PTX), then the op tests run on it: on a machine without
+# a GPU this checks that it builds, loads and computes on the CPU as the
+# plain build does; on a GPU machine the GPU tests (tests/ops/test_gpu.py) run
+# too.  Also builds the GPU harness with nvcc, where there is one, and runs it
+# when a GPU is present.
+CUDA_BUILD ?= pypi
 CUDA_LIB := build-cuda/tf_transducer/_ops.so
-test-cuda-build: | $(STAMP)
-	TT_CUDA=1 $(PY) setup.py --quiet build_ext --build-lib build-cuda --build-temp build-cuda/temp
+CUDA_ENV_pypi = TT_CUDA_PATH=$(CURDIR)/$(CUDA_TOOLCHAIN) TT_CUDA_CLANG=$(CLANG_CUDA)
+test-cuda-build: $(if $(filter pypi,$(CUDA_BUILD)),cuda-toolchain) | $(STAMP)
+	TT_CUDA=1 $(CUDA_ENV_$(CUDA_BUILD)) $(PY) setup.py --quiet build_ext --build-lib build-cuda --build-temp build-cuda/temp
+	if [ -x $(CUDA_TOOLCHAIN)/bin/cuobjdump ]; then \
+	  $(PY) .ci/cuda_binaries.py $(CUDA_TOOLCHAIN)/bin/cuobjdump $(CUDA_LIB); \
+	else echo "no cuobjdump ($(CUDA_TOOLCHAIN)): the cubins are not listed"; fi
 	TF_TRANSDUCER_OPS_LIBRARY=$(CURDIR)/$(CUDA_LIB) TT_EXPECT_GPU_KERNELS=1 \
 	  $(PY) -m pytest -n $(PYTEST_WORKERS) tests/ops tests/test_losses.py tests/test_pruned_loss.py
-	$(MAKE) gpu-harness
-	status=0; $(GPU_HARNESS) check || status=$$?; \
-	  if [ $$status -eq 2 ]; then echo "gpu harness built; no GPU here to run it"; else exit $$status; fi
+	if command -v $(NVCC) >/dev/null; then \
+	  $(MAKE) gpu-harness; \
+	  status=0; $(GPU_HARNESS) check || status=$$?; \
+	  if [ $$status -eq 2 ]; then echo "gpu harness built; no GPU here to run it"; else exit $$status; fi; \
+	else echo "no $(NVCC): the GPU harness is not built (make gpu-emu-check runs it on the CPU)"; fi
 
 # The standalone GPU harness: nvcc and the project's headers, no TensorFlow.
 NVCC ?= nvcc
@@ -75,7 +99,8 @@ CUDA_SOURCES := $(wildcard cc/kernels/gpu/*.cu)
 $(GPU_HARNESS): cc/gpu_harness/harness.cu $(CC_FILES)
 	mkdir -p build
 	$(NVCC) -std=c++17 --expt-relaxed-constexpr -O3 -I . \
-	  -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	  -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
+	  -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
 	  -gencode arch=compute_90,code=compute_90 \
 	  cc/gpu_harness/harness.cu $(CUDA_SOURCES) -o $@
 
@@ -138,24 +163,35 @@ gpu-emu-mutants: gpu-emu-check
 
 gpu-emu: gpu-emu-check gpu-emu-tsan gpu-emu-mutants
 
-# On a GPU machine (TensorFlow and a network not needed): the CUDA kernels
-# against the CPU maths (under compute-sanitizer's memcheck when present),
-# their timings, and the comparison with torchaudio when it is installed.
+# On a GPU machine (TensorFlow and a network not needed), one command: the
+# CUDA kernels against the CPU maths (every case, every type), the same under
+# compute-sanitizer's memcheck and racecheck when it is installed, their
+# timings (bench; bench-joint in float32, bfloat16 on tensor cores and TF32),
+# and the comparison with torchaudio and a torch joiner when torch is
+# installed (benchmarks/bench_gpu.py, which runs the benches itself).  Sized
+# to fit a few minutes; not yet run on a GPU.
 gpu-check: $(GPU_HARNESS)
 	$(GPU_HARNESS) check
 	if command -v compute-sanitizer >/dev/null; then \
-	  compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_HARNESS) check; \
-	else echo "compute-sanitizer not found: memcheck skipped"; fi
+	  compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_HARNESS) check && \
+	  compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1 $(GPU_HARNESS) check; \
+	else echo "compute-sanitizer not found: memcheck and racecheck skipped"; fi
 	if python3 -c "import torch, torchaudio" 2>/dev/null; then \
 	  python3 -m benchmarks.bench_gpu --harness $(GPU_HARNESS); \
 	else echo "torch/torchaudio not found: timing ours only"; \
-	  $(GPU_HARNESS) bench; $(GPU_HARNESS) bench-joint; fi
+	  $(GPU_HARNESS) bench; $(GPU_HARNESS) bench-joint; \
+	  $(GPU_HARNESS) bench-joint --dtype bfloat16; \
+	  $(GPU_HARNESS) bench-joint --products tensor_cores; fi
 
 # The source archive and a manylinux wheel under dist/ (the wheel built from
 # the unpacked archive, as an index would), each installed into a clean venv
 # with only TensorFlow and checked from another folder: .ci/package_test.
-package-test: | $(STAMP)
-	bash .ci/package_test $(CURDIR)/$(PY)
+# The wheel holds the GPU kernels, built with the CUDA 12.5 toolchain
+# (cuda-toolchain); PACKAGE_CUDA=0 builds a CPU-only wheel.
+PACKAGE_CUDA ?= 1
+package-test: $(if $(filter 1,$(PACKAGE_CUDA)),cuda-toolchain) | $(STAMP)
+	$(if $(filter 1,$(PACKAGE_CUDA)),TT_CUDA=1 $(CUDA_ENV_pypi) CUOBJDUMP=$(CURDIR)/$(CUDA_TOOLCHAIN)/bin/cuobjdump) \
+	  bash .ci/package_test $(CURDIR)/$(PY)
 
 # The same library built by Bazel (docs/guides/bazel.md): Debian's
 # bazel-bootstrap is installed when no `bazel` is on the PATH; then //... is

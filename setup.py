@@ -7,12 +7,17 @@ have not changed, links one shared library and records the TensorFlow version
 it was built against inside the library (cc/common/build_info.cc). It prints
 a line per step; VERBOSE=1 shows the commands and the compilers' output.
 
-TT_CUDA=1 adds the GPU kernels: cc/**/*.cu compiled by nvcc (NVCC, or nvcc on
-the PATH or in /usr/local/cuda/bin) and the glue built with GOOGLE_CUDA, in
-the same library.  It needs a TensorFlow built with CUDA (the `tensorflow`
-wheel, not `tensorflow-cpu`: the library takes the CUDA runtime from
-TensorFlow's own libtensorflow_framework.so.2, so it never links -lcudart).
-Such a library still loads and runs on machines without a GPU.
+TT_CUDA=1 adds the GPU kernels: cc/**/*.cu and the glue built with
+GOOGLE_CUDA, in the same library.  The .cu files are compiled by nvcc (NVCC,
+or nvcc on the PATH or in /usr/local/cuda/bin), or, with TT_CUDA_PATH set,
+by clang (TT_CUDA_CLANG, else clang++-16 or clang++ on the PATH) against the
+CUDA toolkit in that folder: how the wheel is built, against the CUDA 12.5
+that `.ci/cuda_toolchain.py` assembles from PyPI, so that the kernels need no
+newer driver than TensorFlow 2.21 itself (docs/guides/gpu.md).  It needs a
+TensorFlow built with CUDA (the `tensorflow` wheel, not `tensorflow-cpu`:
+the library takes the CUDA runtime from TensorFlow's own
+libtensorflow_framework.so.2, so it never links -lcudart).  Such a library
+still loads and runs on machines without a GPU.
 """
 
 import concurrent.futures
@@ -58,9 +63,11 @@ OPT_FLAGS = [
 ]
 
 # The .cu files include no TensorFlow header, only CUDA's and ours.  Cubins
-# for Ampere (sm_80) and Hopper (sm_90), and sm_90 PTX for newer GPUs;
-# uncompressed, since whether an older CUDA runtime reads CUDA 13's default
-# fatbin compression is untested.
+# for Ampere (sm_80 A100, sm_86 RTX 30 / A10 / A40), Ada (sm_89 L4, L40,
+# RTX 40) and Hopper (sm_90), and sm_90 PTX for newer GPUs; uncompressed,
+# since whether an older CUDA runtime reads CUDA 13's default fatbin
+# compression is untested.
+CUDA_ARCHS = ("80", "86", "89", "90")
 NVCC_FLAGS = [
     "-std=c++17",
     "--expt-relaxed-constexpr",
@@ -68,13 +75,25 @@ NVCC_FLAGS = [
     "-fPIC",
     "-O3",
     "-DNDEBUG",
-    "-gencode",
-    "arch=compute_80,code=sm_80",
-    "-gencode",
-    "arch=compute_90,code=sm_90",
+    *(f for a in CUDA_ARCHS for f in ("-gencode", f"arch=compute_{a},code=sm_{a}")),
     "-gencode",
     "arch=compute_90,code=compute_90",
     "--compress-mode=none",
+]
+# The same with clang against TT_CUDA_PATH (its fatbinary writes the images
+# uncompressed: .ci/cuda_toolchain.py).  clang-16 knows CUDA up to 11.8 and
+# says so (-Wunknown-cuda-version); it emits PTX of ISA 7.8.
+CLANG_CUDA_FLAGS = [
+    "-std=c++17",
+    "-x",
+    "cuda",
+    "-fPIC",
+    "-O3",
+    "-DNDEBUG",
+    *(f"--cuda-gpu-arch=sm_{a}" for a in CUDA_ARCHS),
+    "--no-cuda-include-ptx=all",
+    "--cuda-include-ptx=sm_90",
+    "-Wno-unknown-cuda-version",
 ]
 
 
@@ -83,6 +102,28 @@ def _cuda_requested():
     if value not in ("0", "1", ""):
         raise SystemExit(f"TT_CUDA must be 0 or 1, got {value!r}")
     return value == "1"
+
+
+def _clang_cuda(cuda_path):
+    """The clang command for TT_CUDA_PATH=cuda_path, checked."""
+    for sub in ("include/cuda_runtime.h", "bin/ptxas", "bin/fatbinary"):
+        if not os.path.exists(os.path.join(cuda_path, sub)):
+            raise SystemExit(
+                f"TT_CUDA_PATH={cuda_path} is not a CUDA toolkit: it lacks {sub} "
+                "(python3 .ci/cuda_toolchain.py DIR assembles one)"
+            )
+    candidates = [
+        os.environ.get("TT_CUDA_CLANG"),
+        shutil.which("clang++-16"),
+        shutil.which("clang++"),
+    ]
+    for path in candidates:
+        if path and shutil.which(path):
+            return [shutil.which(path), f"--cuda-path={cuda_path}"]
+    raise SystemExit(
+        "TT_CUDA_PATH needs clang: set TT_CUDA_CLANG or put clang++-16 on the "
+        "PATH (Debian: apt-get install clang-16)"
+    )
 
 
 def _nvcc():
@@ -170,7 +211,11 @@ class BuildTfOps(build_ext):
                 "False: is it tensorflow-cpu?); build without TT_CUDA"
             )
         if cuda:
-            nvcc = _nvcc()
+            cuda_path = os.environ.get("TT_CUDA_PATH")
+            if cuda_path:
+                cuda_cmd = [*_clang_cuda(os.path.abspath(cuda_path)), *CLANG_CUDA_FLAGS]
+            else:
+                cuda_cmd = [_nvcc(), *NVCC_FLAGS]
             cflags = [*cflags, "-DGOOGLE_CUDA=1", "-DTF_TRANSDUCER_CUDA=1"]
         # Objects are reused only when built with the same TensorFlow and flags.
         flags_id = hashlib.sha1(" ".join([cxx, *cflags, *OPT_FLAGS]).encode())
@@ -191,14 +236,19 @@ class BuildTfOps(build_ext):
             _run(cmd, f"compiling {src}")
             return obj
 
+        cuda_id = hashlib.sha1(" ".join(cuda_cmd if cuda else []).encode())
+
         def compile_cuda(src):
-            obj = os.path.join(obj_dir, src.replace(os.sep, "_") + ".o")
+            obj = os.path.join(
+                obj_dir,
+                src.replace(os.sep, "_") + f".{cuda_id.hexdigest()[:10]}.o",
+            )
             if os.path.exists(obj) and os.path.getmtime(obj) >= max(
                 os.path.getmtime(src), newest_header
             ):
                 return obj
-            cmd = [nvcc, "-c", src, "-o", obj, "-I", ROOT, *NVCC_FLAGS]
-            _run(cmd, f"compiling {src} (nvcc)")
+            cmd = [*cuda_cmd, "-c", src, "-o", obj, "-I", ROOT]
+            _run(cmd, f"compiling {src} ({os.path.basename(cuda_cmd[0])})")
             return obj
 
         jobs = max(1, os.cpu_count() or 1)

@@ -58,3 +58,10 @@ else:
 os.environ[corpora.ENV_VAR] = os.path.join(checkout, "tf_transducer/data/corpora")
 assert os.path.isfile(corpora.manifest("digits_train"))
 print("corpora: not installed; read from the checkout with", corpora.ENV_VAR)
+
+from tf_transducer.ops import _loader  # noqa: E402
+
+gpu_kernels = _loader.built_with_gpu_kernels()
+if os.environ.get("TT_EXPECT_GPU_KERNELS") == "1":
+    assert gpu_kernels, "the installed library has no GPU kernels"
+print("op library:", "with" if gpu_kernels else "without", "GPU kernels")

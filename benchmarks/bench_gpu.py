@@ -20,7 +20,11 @@ cc/gpu_harness/README.md).  It
      and bias) against a torch joiner, tanh(e[:, :, None] + p[:, None]) @ W
      + b, followed by torchaudio's loss, then `bench-joint` against that
      torch joiner + torchaudio (time and peak memory, the joiner's hidden
-     and logits included).
+     and logits included), three ways: float32 exact on both sides;
+     bfloat16 inputs (ours on tensor cores; torch's joiner in bfloat16,
+     its logits cast to float32 for torchaudio, as under mixed precision);
+     float32 with TF32 products (ours --products tensor_cores; torch with
+     allow_tf32).
 
 Usage:
   python -m benchmarks.bench_gpu --harness build/gpu_harness \\
@@ -278,10 +282,10 @@ def random_joint_inputs(torch, shape, blank, seed):
 
 def torch_joint_loss(rnnt_loss, joint, targets, logit_lengths, target_lengths, blank):
     """The unfused path: the torch joiner's logits [B, T, U + 1, V], then
-    torchaudio's loss (reduction "none")."""
+    torchaudio's loss (reduction "none"; 16-bit logits cast to float32)."""
     encoder, predictor, weight, bias = joint
     hidden = (encoder[:, :, None] + predictor[:, None]).tanh()
-    logits = hidden @ weight + bias
+    logits = (hidden @ weight + bias).float()
     return rnnt_loss(
         logits, targets, logit_lengths, target_lengths, blank=blank, reduction="none"
     )
@@ -343,11 +347,12 @@ def compare_joint(torch, rnnt_loss, harness, shape, blank, seed):
     return ok
 
 
-def harness_bench_joint(harness, shapes, repeats):
-    """Runs `harness bench-joint`; returns {(B, T, U, V, J): {field: value}}."""
+def harness_bench_joint(harness, shapes, repeats, extra=()):
+    """Runs `harness bench-joint` (with `extra` flags); returns
+    {(B, T, U, V, J): {field: value}}."""
     text = ";".join(",".join(str(v) for v in shape) for shape in shapes)
     run = subprocess.run(
-        [harness, "bench-joint", "--shapes", text, "--repeats", str(repeats)],
+        [harness, "bench-joint", "--shapes", text, "--repeats", str(repeats), *extra],
         capture_output=True,
         text=True,
     )
@@ -365,9 +370,10 @@ def harness_bench_joint(harness, shapes, repeats):
     return results
 
 
-def torch_joint_bench(torch, rnnt_loss, shape, repeats):
+def torch_joint_bench(torch, rnnt_loss, shape, repeats, dtype=None):
     """Median ms of forward + backward of the torch joiner + torchaudio, and
-    peak MB (inputs included), or None when it runs out of memory."""
+    peak MB (inputs included), or None when it runs out of memory; the
+    joiner's inputs in `dtype` (default float32)."""
     B, T, U, V, J = shape
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -376,6 +382,8 @@ def torch_joint_bench(torch, rnnt_loss, shape, repeats):
         joint, targets, logit_lengths, target_lengths = random_joint_inputs(
             torch, shape, 0, 0
         )
+        if dtype is not None:
+            joint = [x.to(dtype) for x in joint]
         logit_lengths.fill_(T)
         target_lengths.fill_(U)
         for x in joint:
@@ -414,12 +422,28 @@ def print_table(title, header, rows):
         print("  ".join(str(v).rjust(w) for v, w in zip(row, widths, strict=True)))
 
 
-def joint_table(torch, rnnt_loss, args):
+# (title, our bench-joint flags, torch's dtype, torch's allow_tf32)
+JOINT_VARIANTS = (
+    ("float32, exact products", (), None, False),
+    ("bfloat16 inputs, tensor cores", ("--dtype", "bfloat16"), "bfloat16", False),
+    ("float32, TF32 products", ("--products", "tensor_cores"), None, True),
+)
+
+
+def joint_table(torch, rnnt_loss, args, variant):
     """Ours (bench-joint) vs the torch joiner + torchaudio, one row a shape."""
-    ours = harness_bench_joint(args.harness, args.joint_shapes, args.repeats)
+    title, extra, dtype, tf32 = variant
+    ours = harness_bench_joint(args.harness, args.joint_shapes, args.repeats, extra)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     rows = []
     for shape in args.joint_shapes:
-        theirs = torch_joint_bench(torch, rnnt_loss, shape, args.repeats)
+        theirs = torch_joint_bench(
+            torch,
+            rnnt_loss,
+            shape,
+            args.repeats,
+            getattr(torch, dtype) if dtype else None,
+        )
         mine = ours.get(shape)
         our_ms = float(mine["total_ms"]) if mine else None
         our_mb = float(mine["peak_mb"]) if mine else None
@@ -444,9 +468,8 @@ def joint_table(torch, rnnt_loss, args):
         "theirs peak MB",
         "memory ours/theirs",
     )
-    tf32 = torch.backends.cuda.matmul.allow_tf32
     print_table(
-        "joint + loss, forward + backward, float32 (medians; peaks include the "
+        f"joint + loss, forward + backward, {title} (medians; peaks include the "
         f"inputs; torch matmul allow_tf32={tf32}):",
         header,
         rows,
@@ -515,7 +538,8 @@ def main():
         "logits+grad MB",
     )
     print_table("forward + backward, float32, full logits (medians):", header, rows)
-    joint_table(torch, rnnt_loss, args)
+    for variant in JOINT_VARIANTS:
+        joint_table(torch, rnnt_loss, args, variant)
     return 0 if ok else 1
 
 
