@@ -22,7 +22,8 @@
 // Not covered: the warps' shuffle trees (emulated here as lane partials
 // combined in lane order, so sums round differently on the GPU), barriers
 // and memory visibility (__syncthreads), the NaN-flag kernel and the
-// memsets; the GPU harness (cc/gpu_harness) checks those on a GPU.
+// memsets; the GPU harness (cc/gpu_harness) checks those, on a GPU and on
+// the CPU emulator (make gpu-emu-check).
 
 #include <algorithm>
 #include <cmath>
