@@ -67,7 +67,6 @@ OPT_FLAGS = [
 # RTX 40) and Hopper (sm_90), and sm_90 PTX for newer GPUs; uncompressed,
 # since whether an older CUDA runtime reads CUDA 13's default fatbin
 # compression is untested.
-CUDA_ARCHS = ("80", "86", "89", "90")
 NVCC_FLAGS = [
     "-std=c++17",
     "--expt-relaxed-constexpr",
@@ -75,7 +74,14 @@ NVCC_FLAGS = [
     "-fPIC",
     "-O3",
     "-DNDEBUG",
-    *(f for a in CUDA_ARCHS for f in ("-gencode", f"arch=compute_{a},code=sm_{a}")),
+    "-gencode",
+    "arch=compute_80,code=sm_80",
+    "-gencode",
+    "arch=compute_86,code=sm_86",
+    "-gencode",
+    "arch=compute_89,code=sm_89",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
     "-gencode",
     "arch=compute_90,code=compute_90",
     "--compress-mode=none",
@@ -90,7 +96,10 @@ CLANG_CUDA_FLAGS = [
     "-fPIC",
     "-O3",
     "-DNDEBUG",
-    *(f"--cuda-gpu-arch=sm_{a}" for a in CUDA_ARCHS),
+    "--cuda-gpu-arch=sm_80",
+    "--cuda-gpu-arch=sm_86",
+    "--cuda-gpu-arch=sm_89",
+    "--cuda-gpu-arch=sm_90",
     "--no-cuda-include-ptx=all",
     "--cuda-include-ptx=sm_90",
     "-Wno-unknown-cuda-version",

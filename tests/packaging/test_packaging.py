@@ -143,6 +143,23 @@ def _list_assignment(path, name):
     raise AssertionError(f"{path} assigns no {name}")
 
 
+def test_clang_and_nvcc_build_the_same_gpus():
+    # The wheel's build (clang, CLANG_CUDA_FLAGS), a local nvcc's
+    # (NVCC_FLAGS) and the check of the built library (.ci/cuda_binaries.py)
+    # agree on the cubins and the PTX.
+    import re
+
+    nvcc = " ".join(_list_assignment("setup.py", "NVCC_FLAGS"))
+    clang = " ".join(_list_assignment("setup.py", "CLANG_CUDA_FLAGS"))
+    cubins = sorted(int(a) for a in re.findall(r"code=sm_(\d+)", nvcc))
+    assert cubins == [80, 86, 89, 90]
+    assert cubins == sorted(int(a) for a in re.findall(r"gpu-arch=sm_(\d+)", clang))
+    assert re.findall(r"code=compute_(\d+)", nvcc) == ["90"]
+    assert re.findall(r"--cuda-include-ptx=sm_(\d+)", clang) == ["90"]
+    assert "--no-cuda-include-ptx=all" in clang
+    assert list(_list_assignment(".ci/cuda_binaries.py", "ARCHS")) == cubins
+
+
 def test_bazel_compiles_with_setup_py_flags():
     # Bazel cannot read setup.py, so the two lists are kept equal here.
     assert _list_assignment("BUILD.bazel", "OPT_COPTS") == _list_assignment(
