@@ -110,6 +110,16 @@ inline int LaneOfWarp() {
          32;
 }
 
+// The calling lane's elements of fragment type F in memory at ptr, with
+// leading dimension ldm: element i of the lane is tile element (r, c), at
+// ptr[r * ldm + c] (row major) or ptr[c * ldm + r].
+template <typename F, typename P>
+P* LaneElement(P* ptr, unsigned ldm, bool row_major, int i) {
+  const int e = LaneOfWarp() * F::num_elements + i;
+  const size_t r = size_t(e / F::cols), c = size_t(e % F::cols);
+  return row_major ? ptr + r * ldm + c : ptr + c * ldm + r;
+}
+
 }  // namespace emu
 
 template <typename Use, int M, int N, int K, typename T, typename Layout = void>
@@ -148,10 +158,8 @@ void load_matrix_sync(
   constexpr bool row = std::is_same_v<L, row_major>;
   emu::CheckAccess("wmma::load_matrix_sync", ptr, ldm, row,
                    sizeof(typename F::element_type));
-  const int lane = emu::LaneOfWarp();
   for (int i = 0; i < F::num_elements; ++i) {
-    const int e = lane * F::num_elements + i, r = e / F::cols, c = e % F::cols;
-    f.x[i] = row ? ptr[size_t(r) * ldm + c] : ptr[size_t(c) * ldm + r];
+    f.x[i] = *emu::LaneElement<F>(ptr, ldm, row, i);
   }
 }
 
@@ -160,11 +168,8 @@ void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const float* ptr,
                       unsigned ldm, layout_t layout) {
   using F = fragment<accumulator, M, N, K, T>;
   emu::CheckAccess("wmma::load_matrix_sync", ptr, ldm, layout, sizeof(float));
-  const int lane = emu::LaneOfWarp();
   for (int i = 0; i < F::num_elements; ++i) {
-    const int e = lane * F::num_elements + i, r = e / F::cols, c = e % F::cols;
-    f.x[i] = layout == mem_row_major ? ptr[size_t(r) * ldm + c]
-                                     : ptr[size_t(c) * ldm + r];
+    f.x[i] = *emu::LaneElement<F>(ptr, ldm, layout == mem_row_major, i);
   }
 }
 
@@ -173,11 +178,8 @@ void store_matrix_sync(float* ptr, const fragment<accumulator, M, N, K, T>& f,
                        unsigned ldm, layout_t layout) {
   using F = fragment<accumulator, M, N, K, T>;
   emu::CheckAccess("wmma::store_matrix_sync", ptr, ldm, layout, sizeof(float));
-  const int lane = emu::LaneOfWarp();
   for (int i = 0; i < F::num_elements; ++i) {
-    const int e = lane * F::num_elements + i, r = e / F::cols, c = e % F::cols;
-    (layout == mem_row_major ? ptr[size_t(r) * ldm + c]
-                             : ptr[size_t(c) * ldm + r]) = f.x[i];
+    *emu::LaneElement<F>(ptr, ldm, layout == mem_row_major, i) = f.x[i];
   }
 }
 
