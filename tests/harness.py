@@ -222,7 +222,8 @@ def check_saving(model, inputs, want, atol, call=None):
 
 def check_tflite(fn, inputs, want, atol):
     """The TFLite program (built-in ops only) of fn agrees with Keras."""
-    from tf_transducer.export._tflite import Program, convert
+    from tf_transducer.export._convert import convert
+    from tf_transducer.export._runner import Program
 
     names = [f"input_{i}" for i in range(len(inputs))]
     flat_want = tf.nest.flatten(to_numpy(want))

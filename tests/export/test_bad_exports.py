@@ -164,7 +164,7 @@ def test_int8_exports_need_calibration_audio(exports, tmp_path):
 def test_every_runner_names_a_bad_thread_count(num_threads):
     # Program is what TransducerStream, DeepSpeechStream and
     # NeuralTransducerStream load their programs with.
-    from tf_transducer.export._tflite import Program
+    from tf_transducer.export._runner import Program
 
     with pytest.raises(ValueError, match="num_threads must be an int >= 1"):
         Program("no-such-program.tflite", num_threads=num_threads)

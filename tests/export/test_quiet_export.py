@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from tf_transducer.export._tflite import quiet_tensorflow
+from tf_transducer.export._quiet import quiet_tensorflow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -167,7 +167,8 @@ def test_no_look_ahead_beyond_the_chunk():
 
 
 def test_tflite_step_equals_keras():
-    from tf_transducer.export._tflite import Program, convert
+    from tf_transducer.export._convert import convert
+    from tf_transducer.export._runner import Program
 
     layer = encoder(chunk_size=2, left_context=3)
     layer(features(1, 8))

@@ -62,7 +62,7 @@ def test_features_without_their_extra_say_which_to_install(monkeypatch, tmp_path
     with pytest.raises(ImportError, match=r"tf_transducer\[data\]"):
         tt.SubwordEncoder.train(["one two"], vocab_size=8)
     monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
-    from tf_transducer.export._tflite import Program
+    from tf_transducer.export._runner import Program
 
     with pytest.raises(ImportError, match=r"tf_transducer\[export\]"):
         Program(str(tmp_path / "model.tflite"))

@@ -26,16 +26,16 @@ import fractions
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
+from tf_transducer._checks import TensorLike
+
 _LN_1000 = math.log(1000.0)  # 60 dB of amplitude decay
 PITCH_STEPS = 4  # WaveAugment's pitch shifts each way
-
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def _audio(audio, name="audio"):

@@ -17,6 +17,7 @@ from tf_transducer.decoding.neural_transducer import (
     neural_transducer_beam_search,
     neural_transducer_greedy_decode,
 )
+from tf_transducer.decoding.recognize import recognize
 from tf_transducer.decoding.transducer import (
     KerasSteps,
     beam_search,
@@ -41,6 +42,7 @@ __all__ = [
     "modified_beam_search",
     "neural_transducer_beam_search",
     "neural_transducer_greedy_decode",
+    "recognize",
     "transducer_beam_search",
     "transducer_greedy_decode",
     "word_error_rate",

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
+from tf_transducer._checks import TensorLike
 from tf_transducer.decoding._numeric import log_add, log_softmax
 from tf_transducer.decoding.lm import LmContext, WordScorer
-from tf_transducer.ops._validation import TensorLike
 
 
 def _lengths(logits: TensorLike, lengths: TensorLike | None) -> list[int]:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer._checks import TensorLike
 from tf_transducer.decoding._numeric import log_softmax
-from tf_transducer.ops._validation import TensorLike
 
 if TYPE_CHECKING:
     from tf_transducer.layers import NeuralTransducer

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
 
+from tf_transducer._checks import TensorLike
 from tf_transducer.decoding._numeric import log_add, log_softmax
 from tf_transducer.decoding.lm import LmContext, WordScorer
-from tf_transducer.ops._validation import TensorLike
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer

@@ -29,15 +29,9 @@ import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
-from tf_transducer.export._tflite import (
-    Program,
-    check_audio,
-    check_calibration,
-    check_export_quantization,
-    read_meta,
-    record_inputs,
-    write_export,
-)
+from tf_transducer.export._convert import check_calibration, record_inputs
+from tf_transducer.export._folders import read_meta, write_export
+from tf_transducer.export._runner import Program, check_audio, check_export_quantization
 
 if TYPE_CHECKING:
     from tf_transducer.data.text import CharacterAlphabet

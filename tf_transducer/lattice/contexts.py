@@ -14,7 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.lattice.semirings import Semiring, TensorLike
+from tf_transducer._checks import TensorLike
+from tf_transducer.lattice.semirings import Semiring
 
 _PACKAGE = "tf_transducer"
 

@@ -40,11 +40,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer._checks import TensorLike, after, in_xla_context, refuse
 from tf_transducer.lattice import semirings
-from tf_transducer.lattice._checks import after, in_xla, refuse
 from tf_transducer.lattice.alignments import TimeSyncAlignmentLattice
 from tf_transducer.lattice.contexts import ContextDependency
-from tf_transducer.lattice.semirings import Semiring, TensorLike
+from tf_transducer.lattice.semirings import Semiring
 from tf_transducer.lattice.weight_fns import (
     LocallyNormalizedWeightFn,
     WeightFn,
@@ -87,7 +87,7 @@ def _if_steps(
     """
     if isinstance(steps, int):
         return some() if steps > 0 else none()
-    if in_xla():
+    if in_xla_context():
         return some()
     return tf.cond(steps > 0, some, none)
 

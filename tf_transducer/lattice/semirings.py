@@ -24,11 +24,11 @@ gradient of a max-tropical path sum marks exactly one path.
 """
 
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any
 
 import tensorflow as tf
 
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
+from tf_transducer._checks import TensorLike
 
 
 class Semiring:

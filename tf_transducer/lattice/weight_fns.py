@@ -22,8 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.lattice._checks import after, refuse
-from tf_transducer.lattice.semirings import TensorLike
+from tf_transducer._checks import TensorLike, after, refuse
 
 _PACKAGE = "tf_transducer"
 Normalizer: TypeAlias = Callable[[TensorLike, TensorLike], tuple[tf.Tensor, tf.Tensor]]

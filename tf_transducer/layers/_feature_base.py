@@ -4,15 +4,14 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import (
-    ListLengths,
-    TracedOutputSpec,
+from tf_transducer._checks import (
     check_positive,
     finite_within,
     float_values,
     resolve_lengths,
 )
+from tf_transducer.layers import _dsp
+from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
 
 _PCM_HINT = (
     "; the layers read float samples in [-1, 1]: scale int16 PCM by 1 / 32768 "

@@ -8,13 +8,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.layers._checks import (
-    ListLengths,
-    TracedOutputSpec,
-    check_positive,
-    float_values,
-    resolve_lengths,
-)
+from tf_transducer._checks import check_positive, float_values, resolve_lengths
+from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
 from tf_transducer.layers.conv_subsampling import check_width
 
 

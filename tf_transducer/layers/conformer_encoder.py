@@ -7,14 +7,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import (
-    ListLengths,
-    TracedOutputSpec,
-    ceil_div,
+from tf_transducer._checks import (
     check_non_negative_int,
     check_positive,
     resolve_lengths,
 )
+from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
 from tf_transducer.layers.conformer_block import (
     ConformerBlock,
     check_dropout,

@@ -6,15 +6,14 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import (
-    ListLengths,
-    TracedOutputSpec,
-    ceil_div,
+from tf_transducer._checks import (
+    after,
     check_positive,
     float_values,
+    require,
     resolve_lengths,
 )
-from tf_transducer.ops._validation import after, require
+from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
 
 FACTORS = (2, 4, 8)
 

@@ -5,15 +5,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import (
-    ListLengths,
-    TracedOutputSpec,
+from tf_transducer._checks import (
     check_positive,
     finite_within,
     float_values,
     resolve_lengths,
 )
+from tf_transducer.layers import _dsp
+from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
 
 _MODES = ("utterance", "global")
 

@@ -4,15 +4,13 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import (
-    ListLengths,
-    TracedOutputSpec,
-    ceil_div,
+from tf_transducer._checks import (
     check_non_negative_int,
     check_positive,
     resolve_lengths,
 )
+from tf_transducer.layers import _dsp
+from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

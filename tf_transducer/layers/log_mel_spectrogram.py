@@ -5,8 +5,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_transducer._checks import check_positive
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import check_positive
 from tf_transducer.layers._feature_base import SpectralLayer
 
 

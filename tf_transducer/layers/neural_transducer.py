@@ -30,8 +30,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.layers._checks import TracedOutputSpec, ceil_div, resolve_lengths
-from tf_transducer.ops._validation import after, first_bad, require
+from tf_transducer._checks import after, first_bad, require, resolve_lengths
+from tf_transducer.layers._checks import TracedOutputSpec, ceil_div
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

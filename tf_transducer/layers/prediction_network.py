@@ -4,8 +4,8 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import TracedOutputSpec, check_positive
-from tf_transducer.ops._validation import after, first_bad, require
+from tf_transducer._checks import after, check_positive, first_bad, require
+from tf_transducer.layers._checks import TracedOutputSpec
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

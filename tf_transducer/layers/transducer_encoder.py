@@ -4,13 +4,8 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import (
-    ListLengths,
-    TracedOutputSpec,
-    ceil_div,
-    check_positive,
-    resolve_lengths,
-)
+from tf_transducer._checks import check_positive, resolve_lengths
+from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
 from tf_transducer.layers.frame_stacking import FrameStacking
 
 

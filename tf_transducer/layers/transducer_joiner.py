@@ -4,7 +4,7 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer.layers._checks import check_positive
+from tf_transducer._checks import check_positive
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

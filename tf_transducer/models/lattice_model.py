@@ -19,7 +19,8 @@ class LatticeModel(keras.Model):
     `model((features [B, T, F], lengths [B]))` gives {"frames": encoder
     output [B, T, H], "num_frames": [B]}; compile with
     `loss=RecognitionLatticeLoss()` and `fit` on ((features, lengths),
-    labels [B, U] padded with -1). `recognize` reads the lattice's best path.
+    labels [B, U] padded with -1). `tf_transducer.decoding.recognize` reads
+    the lattice's best path.
 
     Args:
       lattice: the RecognitionLattice (its weight function sees the frames).
@@ -70,13 +71,3 @@ class LatticeModel(keras.Model):
             )
         loss = self.loss(y, dict(y_pred, lattice=self.lattice), sample_weight)
         return plus_added_losses(self, loss)
-
-    def recognize(self, inputs):
-        """B label lists: the labels (blanks dropped) on the lattice's best path."""
-        out = self(inputs, training=False)
-        aligned, count, _ = self.lattice.shortest_path(out["frames"], out["num_frames"])
-        aligned, count = aligned.numpy(), count.numpy()
-        return [
-            [int(y) for y in row[:n] if y]
-            for row, n in zip(aligned, count, strict=True)
-        ]

@@ -22,8 +22,9 @@ class NeuralTransducerModel(keras.Model):
     as the layer's) and `fit` on ((features, lengths), labels [B, U] padded
     with -1): the layer is run teacher-forced on the labels in
     `compute_loss`, which also tracks "error", the aligned outputs' edit
-    distance per output (the Neural Transducer's frame error). `recognize` decodes
-    greedily, block by block.
+    distance per output (the Neural Transducer's frame error).
+    `tf_transducer.decoding.recognize(model, inputs)` decodes greedily, block
+    by block.
 
     Args:
       transducer: the NeuralTransducer layer.
@@ -100,14 +101,3 @@ class NeuralTransducerModel(keras.Model):
             tf.reduce_sum(distance) / tf.maximum(tf.reduce_sum(outputs), 1.0)
         )
         return plus_added_losses(self, loss)
-
-    def recognize(self, inputs):
-        """B label lists: greedy decoding, block by block."""
-        from tf_transducer.decoding.neural_transducer import (
-            neural_transducer_greedy_decode,
-        )
-
-        out = self(inputs, training=False)
-        return neural_transducer_greedy_decode(
-            self.transducer, out["encoder"], out["lengths"]
-        )

@@ -6,6 +6,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tf_transducer._checks import check_positive, float_values, resolve_lengths
 from tf_transducer.layers import (
     ConformerEncoder,
     FeatureNormalization,
@@ -14,11 +15,6 @@ from tf_transducer.layers import (
     SpecAugment,
     TransducerEncoder,
     TransducerJoiner,
-)
-from tf_transducer.layers._checks import (
-    check_positive,
-    float_values,
-    resolve_lengths,
 )
 from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
 from tf_transducer.models._inputs import (

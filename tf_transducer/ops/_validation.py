@@ -1,170 +1,29 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Argument checks shared by the ops, naming the argument in their errors.
+"""The RNN-T and mutual-information ops' own argument checks.
 
-Static checks raise ValueError, value checks raise InvalidArgumentError.
-
-Value checks (`require`) run eagerly as plain Python (the message holds the
-offending values), in a graph as `tf.debugging.Assert` ops, and not at all
-under XLA, which cannot run assertions (`in_xla_context`).
+The generic checks (`require`, `first_bad`, `integer_tensor`, ...) live in
+`tf_transducer._checks`; these know the ops' arguments (px, py, boundary,
+symbols, ranges, rnnt_type, ...). Static checks raise ValueError, value
+checks raise InvalidArgumentError.
 """
 
-import math
-import numbers
-from typing import Any, TypeAlias
+from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.framework import ops as tf_ops
-from tensorflow.python.ops import control_flow_util
+
+from tf_transducer._checks import (
+    TensorLike,
+    after,
+    finite_or_neg_inf,
+    first_bad,
+    float_tensor,
+    in_xla_context,
+    integer_tensor,
+    real_number,
+    require,
+)
 
 _FLOAT_DTYPES = (tf.float32, tf.float64)
-_ANY_FLOAT = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
-TensorLike: TypeAlias = tf.types.experimental.TensorLike
-
-
-def in_xla_context() -> bool:
-    """True while tracing a function that XLA will compile (jit_compile=True).
-
-    XLA cannot run custom ops or assertions, so callers switch to pure-TF
-    code there.
-    """
-    if tf.executing_eagerly():
-        return False
-    return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
-
-
-def require(condition: TensorLike, template: str, *values: Any) -> Any:
-    """Checks a boolean scalar tensor; raises InvalidArgumentError when false.
-
-    `template` is one sentence with a `{}` per value, naming the argument:
-    eagerly the values are formatted into it; in a graph they are printed
-    beside its pieces. Returns the assertion op in a graph (auto control
-    dependencies run it inside a tf.function), else None; under XLA nothing
-    is checked.
-    """
-    if tf.executing_eagerly():
-        if not bool(condition):
-            shown = [_show(v) for v in values]
-            raise tf.errors.InvalidArgumentError(None, None, template.format(*shown))
-        return None
-    if in_xla_context():
-        return None
-    pieces = template.split("{}")
-    data = [pieces[0]]
-    for value, piece in zip(values, pieces[1:], strict=True):
-        data += [value, piece] if piece else [value]
-    return tf.debugging.Assert(condition, data, summarize=16)
-
-
-def after(*checks: Any) -> Any:
-    """A control-dependency context on the assertion ops among `require`'s results.
-
-    None results (checked eagerly already, or nothing to check under XLA) are
-    skipped: what is computed inside runs after the checks in a graph.
-    """
-    return tf.control_dependencies([c for c in checks if c is not None])
-
-
-def _show(value: Any) -> str:
-    value = value.numpy() if hasattr(value, "numpy") else value
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    while isinstance(value, list) and len(value) == 1:
-        value = value[0]  # first_bad's single value or index
-    return str(value)
-
-
-def first_bad(bad: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(the first value where `bad` holds, its index) for messages.
-
-    Under XLA, which checks nothing, zeros (tf.where's size is
-    data-dependent, which XLA cannot compile).
-    """
-    if in_xla_context():
-        zero = tf.zeros([1, len(bad.shape)], tf.int64)
-        return tf.zeros([1], values.dtype), zero
-    index = tf.where(bad)[:1]
-    return tf.gather_nd(values, index), index
-
-
-def integer_tensor(
-    x: TensorLike, name: str, rank: int | None = None, shape_doc: str = ""
-) -> tf.Tensor:
-    """x as an int64 tensor.
-
-    Raises ValueError for a float or other dtype, or a rank other than `rank`.
-    """
-    x = tf.convert_to_tensor(x, name=name)
-    if not x.dtype.is_integer:
-        raise ValueError(f"{name} must be an integer tensor, got {x.dtype.name}")
-    if rank is not None and x.shape.rank != rank:
-        raise ValueError(
-            f"{name} must have rank {rank} {shape_doc}, got shape {x.shape}".replace(
-                "  ", " "
-            )
-        )
-    return tf.cast(x, tf.int64)
-
-
-def float_tensor(x: TensorLike, name: str, rank: int, shape_doc: str) -> tf.Tensor:
-    """x as a float tensor of `rank` (any float dtype); ValueError otherwise."""
-    x = tf.convert_to_tensor(x, name=name)
-    if x.dtype not in _ANY_FLOAT:
-        raise ValueError(f"{name} must be a float tensor, got {x.dtype.name}")
-    if x.shape.rank != rank:
-        raise ValueError(
-            f"{name} must have rank {rank} {shape_doc}, got shape {x.shape}"
-        )
-    return x
-
-
-def real_number(name: str, value: Any, minimum: float | None = None) -> float:
-    """value as a Python float; ValueError unless a finite real >= minimum."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum:g}, got {value:g}")
-    return value
-
-
-def clamp_value(clamp: Any) -> float:
-    """The gradient clamp as the ops take it: > 0 clamps, -1.0 clamps nothing.
-
-    As torchaudio, a clamp <= 0 means no clamping; so does +inf (no bound).
-    NaN is a ValueError.
-    """
-    if isinstance(clamp, bool) or not isinstance(clamp, numbers.Real):
-        raise ValueError(f"clamp must be a real number, got {clamp!r}")
-    clamp = float(clamp)
-    if math.isnan(clamp):
-        raise ValueError("clamp must be a number (> 0 to clamp, else none), got nan")
-    return clamp if 0 < clamp < math.inf else -1.0
-
-
-def finite_or_neg_inf(x: tf.Tensor, name: str, neg_inf: bool = True) -> Any:
-    """A check that x holds no NaN or +inf (-inf is a legal log-weight).
-
-    With neg_inf=False, -inf is refused too (probabilities, occupations).
-    The first offending value and its index, for the message, are looked for
-    only when there is one.
-    """
-    if in_xla_context():
-        return None
-    # x < inf is false for NaN and +inf alone.
-    legal = x < float("inf") if neg_inf else tf.math.is_finite(x)
-    ok = tf.reduce_all(legal)
-    what = "finite or -inf" if neg_inf else "finite"
-    template = f"{name} must be {what}; got {{}} at index {{}}"
-    if tf.executing_eagerly():
-        return None if bool(ok) else require(ok, template, *first_bad(~legal, x))
-
-    def nothing():
-        return tf.zeros([1], x.dtype), tf.zeros([1, tf.rank(x)], tf.int64)
-
-    value, index = tf.cond(ok, nothing, lambda: first_bad(~legal, x))
-    return require(ok, template, value, index)
 
 
 def prepare_inputs(

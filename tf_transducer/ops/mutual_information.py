@@ -18,8 +18,8 @@ which is the gradient of sum(scores); the registered gradient only scales it.
 
 import tensorflow as tf
 
+from tf_transducer._checks import TensorLike, in_xla_context
 from tf_transducer.ops import _loader, _validation
-from tf_transducer.ops._validation import TensorLike, in_xla_context
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 
 _OP_NAME = "TfTransducerMutualInformation"

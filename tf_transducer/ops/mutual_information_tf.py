@@ -14,8 +14,8 @@ It uses only TensorFlow ops that XLA compiles, so it runs inside
 
 import tensorflow as tf
 
+from tf_transducer._checks import TensorLike
 from tf_transducer.ops import _validation
-from tf_transducer.ops._validation import TensorLike
 
 _NEG_INF = float("-inf")
 

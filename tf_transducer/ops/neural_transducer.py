@@ -23,7 +23,7 @@ including <e>), labels [B, U], label_lengths [B], num_blocks [B].
 
 import tensorflow as tf
 
-from tf_transducer.ops._validation import (
+from tf_transducer._checks import (
     TensorLike,
     first_bad,
     in_xla_context,

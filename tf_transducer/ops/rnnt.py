@@ -31,11 +31,22 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from tf_transducer._checks import (
+    TensorLike,
+    after,
+    clamp_value,
+    finite_or_neg_inf,
+    first_bad,
+    float_tensor,
+    in_xla_context,
+    integer_tensor,
+    real_number,
+    require,
+)
 from tf_transducer.ops import _loader
 from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTIONS)
     REDUCTIONS,
     RNNT_TYPES,
-    TensorLike,
     _check_boundary,
     _check_boundary_values,
     _check_frames,
@@ -44,16 +55,7 @@ from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTION
     _check_symbols,
     _check_termination,
     _dim,
-    after,
-    clamp_value,
     default_boundary,
-    finite_or_neg_inf,
-    first_bad,
-    float_tensor,
-    in_xla_context,
-    integer_tensor,
-    real_number,
-    require,
 )
 from tf_transducer.ops.mutual_information import mutual_information_recursion
 

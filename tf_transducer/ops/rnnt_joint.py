@@ -26,20 +26,22 @@ from typing import Any
 
 import tensorflow as tf
 
+from tf_transducer._checks import (
+    TensorLike,
+    after,
+    clamp_value,
+    float_tensor,
+    real_number,
+    require,
+)
 from tf_transducer.ops import _loader
 from tf_transducer.ops._validation import (
-    TensorLike,
     _check_frames,
     _check_options,
     _check_symbols,
     _check_termination,
     _dim,
-    after,
-    clamp_value,
     default_boundary,
-    float_tensor,
-    real_number,
-    require,
 )
 from tf_transducer.ops.mutual_information import in_xla_context
 from tf_transducer.ops.rnnt import _check_boundary, _reduce, _resolve_boundary

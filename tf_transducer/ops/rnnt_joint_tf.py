@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.ops._validation import TensorLike, default_boundary
+from tf_transducer._checks import TensorLike
+from tf_transducer.ops._validation import default_boundary
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 from tf_transducer.ops.rnnt import _add_delay_penalty, _finish_logprobs
 

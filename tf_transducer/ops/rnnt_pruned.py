@@ -9,15 +9,8 @@ The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
 
 import tensorflow as tf
 
-from tf_transducer.ops import _loader
-from tf_transducer.ops._validation import (
+from tf_transducer._checks import (
     TensorLike,
-    _check_boundary,
-    _check_boundary_values,
-    _check_logits,
-    _check_options,
-    _check_ranges,
-    _dim,
     after,
     clamp_value,
     finite_or_neg_inf,
@@ -25,6 +18,15 @@ from tf_transducer.ops._validation import (
     in_xla_context,
     real_number,
     require,
+)
+from tf_transducer.ops import _loader
+from tf_transducer.ops._validation import (
+    _check_boundary,
+    _check_boundary_values,
+    _check_logits,
+    _check_options,
+    _check_ranges,
+    _dim,
 )
 from tf_transducer.ops.rnnt import (
     _NEG_INF,

@@ -8,7 +8,8 @@ The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
 
 import tensorflow as tf
 
-from tf_transducer.ops._validation import TensorLike, _check_options, real_number
+from tf_transducer._checks import TensorLike, real_number
+from tf_transducer.ops._validation import _check_options
 from tf_transducer.ops.rnnt import (
     _FLOAT32_SAFE_MIN,
     _boundary_for_simple,
