@@ -383,9 +383,13 @@ def _transducer_stream():
         from tf_transducer.export import TransducerStream, export_transducer
 
         alphabet = tt.CharacterAlphabet.english()
-        model = tt.models.Transducer(alphabet.vocab_size, feature_dim=20,
-                                     encoder_units=8, predictor_units=8,
-                                     joiner_units=8, embedding_dim=4)  # fmt: skip
+        model = tt.models.Transducer(
+            alphabet.vocab_size,
+            tt.layers.TransducerEncoder(units=8),
+            tt.layers.PredictionNetwork(alphabet.vocab_size, embedding_dim=4, units=8),
+            tt.layers.TransducerJoiner(alphabet.vocab_size, units=8),
+            feature_dim=20,
+        )
         model.build()
         folder = os.path.join(tempfile.mkdtemp(prefix="fuzz-export-"), "e")
         features = tt.LogMelSpectrogram(sample_rate=8000, n_mels=20)
@@ -693,9 +697,13 @@ def train_loop_cases(rng, i):
 
     def run():
         keras.utils.set_random_seed(0)
-        model = tt.models.Transducer(7, feature_dim=6, encoder_units=8,
-                                     predictor_units=8, joiner_units=8,
-                                     embedding_dim=4)  # fmt: skip
+        model = tt.models.Transducer(
+            7,
+            tt.layers.TransducerEncoder(units=8),
+            tt.layers.PredictionNetwork(7, embedding_dim=4, units=8),
+            tt.layers.TransducerJoiner(7, units=8),
+            feature_dim=6,
+        )
         model.build()
         model.compile(optimizer=keras.optimizers.Adam(0.01), loss=tt.RnntLoss())
         data = tf.data.Dataset.from_tensor_slices(((x, n), y)).batch(2)
@@ -1252,40 +1260,49 @@ def conformer_cases(rng, i):
 
 
 def transducer_encoder_cases(rng, i):
-    """Transducer(encoder=...): stream_encode = encode (both encoders), bad input."""
+    """Transducer(encoder, ...): stream_encode = encode (both encoders), bad parts."""
     factor, chunk = int(rng.choice([2, 4])), int(rng.integers(1, 4))
     B, T = int(rng.integers(1, 4)), int(rng.integers(1, 25))
     x = rng.normal(size=(B, T, 5)).astype(np.float32)
     lengths = rng.integers(0, T + 1, B).astype(np.int32)
     lengths[0] = T
-    sizes = dict(feature_dim=5, encoder_units=8, stack=factor, conformer_dim=8,
-                 conformer_layers=2, conformer_heads=2, conformer_kernel=3,
-                 subsampling=factor, chunk_size=chunk,
-                 left_context=int(rng.integers(0, 4)), joiner_units=8)  # fmt: skip
+    encoders = {
+        "lstm": dict(class_name="TransducerEncoder", units=8, stack=factor),
+        "conformer": dict(
+            class_name="ConformerEncoder", d_model=8, num_layers=2, num_heads=2,
+            conv_kernel=3, subsampling=factor, chunk_size=chunk,
+            left_context=int(rng.integers(0, 4)), dropout=0.0,
+        ),
+    }  # fmt: skip
+    parts = dict(
+        predictor=dict(class_name="PredictionNetwork", units=8),
+        joiner=dict(class_name="TransducerJoiner", units=8),
+        feature_dim=5,
+    )
     kinds = ["conformer", "lstm", "encoder", "argument", "chunk_frames", "lengths"]
     kind = kinds[i % len(kinds)]
     if kind in ("conformer", "lstm"):
         tf.keras.utils.set_random_seed(i)
-        model = tt.models.Transducer(6, encoder=kind, **sizes)
+        model = tt.models.Transducer(6, encoders[kind], **parts)
         want, frames = model.encode((x, lengths), training=False)
         valid = np.arange(want.shape[1]) < np.asarray(frames)[:, None]
         want = np.where(valid[..., None], want, 0.0)  # (the stream's, past lengths)
         return Case(kind, lambda: model.stream_encode((x, lengths))[0],
                     check=close(want, 1e-4, 1e-5))  # fmt: skip
     if kind == "encoder":
-        bad = rng.choice(["LSTM", "transformer", "", "conformer-10m"])
-        return Case(kind, lambda: tt.models.Transducer(6, encoder=str(bad), **sizes),
+        bad = [{"class_name": "Transformer"}, "transformer", tf.keras.layers.Dense(3),
+               {"units": 8}][int(rng.integers(0, 4))]  # fmt: skip
+        return Case(kind, lambda: tt.models.Transducer(6, bad, **parts),
                     False, ["encoder"])  # fmt: skip
     if kind == "argument":
-        pairs = [("conformer_dim", 0), ("conformer_layers", 0),
-                 ("conformer_heads", 3), ("conformer_kernel", 1),
-                 ("encoder_dropout", 1.5), ("subsampling", 3), ("chunk_size", 0),
-                 ("left_context", -1), ("chunk_sizes", [0])]  # fmt: skip
+        pairs = [("d_model", 0), ("num_layers", 0), ("num_heads", 3),
+                 ("conv_kernel", 1), ("dropout", 1.5), ("subsampling", 3),
+                 ("chunk_size", 0), ("left_context", -1), ("chunk_sizes", [0])]  # fmt: skip
         name, value = pairs[int(rng.integers(0, len(pairs)))]
-        args = dict(sizes, encoder="conformer", **{name: value})
-        return Case(kind, lambda: tt.models.Transducer(6, **args), False, [name])
-    model = tt.models.Transducer(6, encoder=str(rng.choice(["lstm", "conformer"])),
-                                 **sizes)  # fmt: skip
+        encoder = {**encoders["conformer"], name: value}
+        return Case(kind, lambda: tt.models.Transducer(6, encoder, **parts), False,
+                    ["encoder", name])  # fmt: skip
+    model = tt.models.Transducer(6, encoders[str(rng.choice(list(encoders)))], **parts)
     if kind == "chunk_frames":
         bad = [0, -factor, factor + 1, float(factor)][int(rng.integers(0, 4))]
         return Case(kind, lambda: model.stream_encode((x, lengths), bad), False,

@@ -124,9 +124,12 @@ def test_lengths_sample_weights_and_padding_garbage():
 def transducer(seed=0):
     keras.utils.set_random_seed(seed)
     model = tt.models.Transducer(
-        C, feature_dim=4, encoder_units=6, encoder_layers=1, stack=2,
-        embedding_dim=4, predictor_units=6, joiner_units=J,
-    )  # fmt: skip
+        C,
+        tt.layers.TransducerEncoder(units=6, num_layers=1, stack=2),
+        tt.layers.PredictionNetwork(C, embedding_dim=4, units=6),
+        tt.layers.TransducerJoiner(C, units=J),
+        feature_dim=4,
+    )
     model.build()
     return model
 

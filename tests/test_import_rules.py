@@ -26,7 +26,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "tf_transducer"
-BOTTOM = {"_checks", "_optional", "_version"}
+BOTTOM = {"_checks", "_console", "_optional", "_version"}
 
 # package -> the packages of ours it may import (besides itself and BOTTOM).
 BELOW = {
@@ -174,13 +174,19 @@ def test_every_package_has_a_rule():
     "source, module, expected",
     [
         ("from tf_transducer.models import Transducer", "tf_transducer.ops.x", "ops"),
-        ("def f():\n    from tf_transducer import decoding", "tf_transducer.models.m",
-         "decoding"),
-        ("from tf_transducer.ops._validation import require", "tf_transducer.layers.l",
-         "private"),
+        (
+            "def f():\n    from tf_transducer import decoding",
+            "tf_transducer.models.m",
+            "decoding",
+        ),
+        (
+            "from tf_transducer.ops._validation import require",
+            "tf_transducer.layers.l",
+            "private",
+        ),
         ("import os", "tf_transducer.layers.l", "file I/O"),
     ],
-)  # fmt: skip
+)
 def test_the_check_catches_breaches(tmp_path, monkeypatch, source, module, expected):
     # A guard against a vacuous pass: planted breaches are reported.
     package = module.split(".")[1]

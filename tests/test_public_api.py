@@ -361,9 +361,14 @@ X = (FEATURES, FEATURE_LENGTHS)
 
 
 def transducer(**kwargs):
-    return tt.models.Transducer(V, feature_dim=6, encoder_units=8, stack=2,
-                                predictor_units=8, joiner_units=8, embedding_dim=4,
-                                **kwargs)  # fmt: skip
+    return tt.models.Transducer(
+        V,
+        tt.layers.TransducerEncoder(8, stack=2),
+        tt.layers.PredictionNetwork(V, embedding_dim=4, units=8),
+        tt.layers.TransducerJoiner(V, 8),
+        feature_dim=6,
+        **kwargs,
+    )
 
 
 def deepspeech():

@@ -6,6 +6,10 @@ The public API; everything else is internal.
 
 from importlib import metadata as _metadata
 
+from tf_transducer import _console
+
+_console.quiet_tensorflow_import()  # before TensorFlow loads
+
 from tf_transducer import data, decoding, export, lattice, layers, losses, models
 from tf_transducer.data import CharacterAlphabet, SpeechDataset, SubwordEncoder
 from tf_transducer.lattice import RecognitionLattice

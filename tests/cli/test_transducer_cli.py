@@ -194,16 +194,21 @@ def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
         def on_epoch_end(self, epoch, logs=None):
             raise Interrupt  # as if the machine went down after epoch 1
 
-    kwargs = dict(
-        train_files=SMALL["train_files"],
-        checkpoint_dir=str(run_dir),
-        text_encoder="words",
-        sample_rate=8000,
-        n_mels=20,
-        encoder_units=16,
-        epochs=3,
-        verbose=0,
+    from tf_transducer.training.config import (
+        DataConfig,
+        FeaturesConfig,
+        ModelConfig,
+        RunConfig,
+        TrainingConfig,
     )
+
+    config = RunConfig(
+        model=ModelConfig(encoder={"units": 16}),
+        features=FeaturesConfig(sample_rate=8000, n_mels=20),
+        data=DataConfig(train_files=(SMALL["train_files"],), text_encoder="words"),
+        training=TrainingConfig(epochs=3),
+    )
+    kwargs = dict(config=config, checkpoint_dir=str(run_dir), verbose=0)
     with pytest.raises(Interrupt):
         recipe.train(**kwargs, callbacks=[StopAfterFirstEpoch()])
     assert (run_dir / "backup").is_dir()
@@ -221,7 +226,7 @@ def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
     result = run("train", **dict(flags, epochs=4, encoder_units=8))
     assert result.returncode == 1
     assert "holds a run with another configuration" in result.stderr
-    assert "model.encoder_units: 16 -> 8" in result.stderr
+    assert "model.encoder.units: 16 -> 8" in result.stderr
     assert "training.epochs: 3 -> 4" in result.stderr
     assert os.path.getmtime(run_dir / "best.keras") == model_time
     result = ok(run("train", **dict(flags, epochs=1, overwrite=True)))

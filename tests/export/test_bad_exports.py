@@ -14,7 +14,12 @@ from tf_transducer.export import (
     export_deepspeech,
     export_transducer,
 )
-from tf_transducer.layers import LogMelSpectrogram
+from tf_transducer.layers import (
+    LogMelSpectrogram,
+    PredictionNetwork,
+    TransducerEncoder,
+    TransducerJoiner,
+)
 from tf_transducer.models import DeepSpeech, Transducer
 
 ALPHABET = CharacterAlphabet.english()
@@ -23,11 +28,10 @@ ALPHABET = CharacterAlphabet.english()
 def small_transducer():
     transducer = Transducer(
         ALPHABET.vocab_size,
+        TransducerEncoder(units=8),
+        PredictionNetwork(ALPHABET.vocab_size, embedding_dim=4, units=8),
+        TransducerJoiner(ALPHABET.vocab_size, units=8),
         feature_dim=20,
-        encoder_units=8,
-        predictor_units=8,
-        joiner_units=8,
-        embedding_dim=4,
     )
     transducer.build()
     return transducer
@@ -63,19 +67,29 @@ def broken(exports, tmp_path, kind):
         (lambda d: (d / "export.json").write_text("[1]"), r"must hold a JSON object"),
         (
             lambda d: (d / "export.json").write_text(
-                json.dumps({k: v for k, v in json.loads(
-                    (d / "export.json").read_text()).items() if k != "sample_rate"})
+                json.dumps(
+                    {
+                        k: v
+                        for k, v in json.loads((d / "export.json").read_text()).items()
+                        if k != "sample_rate"
+                    }
+                )
             ),
             r"export.json: lacks \['sample_rate'\]",
         ),
-        (lambda d: (d / "features.tflite").write_bytes(b"\0" * 100),
-         r"features.tflite: not a readable TFLite program"),
-        (lambda d: (d / "features.tflite").write_bytes(
-            (d / "features.tflite").read_bytes()[:500]),
-         r"features.tflite: not a readable TFLite program"),
+        (
+            lambda d: (d / "features.tflite").write_bytes(b"\0" * 100),
+            r"features.tflite: not a readable TFLite program",
+        ),
+        (
+            lambda d: (d / "features.tflite").write_bytes(
+                (d / "features.tflite").read_bytes()[:500]
+            ),
+            r"features.tflite: not a readable TFLite program",
+        ),
         (lambda d: (d / "features.tflite").unlink(), r"features.tflite: no such"),
     ],
-)  # fmt: skip
+)
 def test_damaged_exports_are_named(exports, tmp_path, runner, kind, damage, message):
     folder = broken(exports, tmp_path, kind)
     damage(folder)

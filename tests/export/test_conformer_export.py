@@ -15,6 +15,7 @@ from tf_transducer.data import read_manifest
 from tf_transducer.data.corpora import manifest
 from tf_transducer.decoding.transducer import transducer_greedy_decode
 from tf_transducer.export import TransducerStream, export_transducer
+from tf_transducer.layers import ConformerEncoder, PredictionNetwork, TransducerJoiner
 from tf_transducer.models import Transducer
 
 ALPHABET = tt.CharacterAlphabet.english()
@@ -25,11 +26,22 @@ FEATURES = tt.LogMelSpectrogram(n_mels=20)
 def model_and_audio():
     keras.utils.set_random_seed(5)
     model = Transducer(
-        ALPHABET.vocab_size, feature_dim=20, normalization="global",
-        encoder="conformer", conformer_dim=32, conformer_layers=2,
-        conformer_heads=2, conformer_kernel=5, subsampling=4, chunk_size=3,
-        left_context=6, predictor_units=16, embedding_dim=8, joiner_units=16,
-    )  # fmt: skip
+        ALPHABET.vocab_size,
+        ConformerEncoder(
+            d_model=32,
+            num_layers=2,
+            num_heads=2,
+            conv_kernel=5,
+            chunk_size=3,
+            left_context=6,
+            subsampling=4,
+            dropout=0.0,
+        ),
+        PredictionNetwork(ALPHABET.vocab_size, embedding_dim=8, units=16),
+        TransducerJoiner(ALPHABET.vocab_size, units=16),
+        feature_dim=20,
+        normalization="global",
+    )
     model.build()
     paths = [u.path for u in read_manifest(manifest("librivox"))][:2]
     audio = [sf.read(path, dtype="float32")[0][:40000] for path in paths]

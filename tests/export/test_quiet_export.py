@@ -32,9 +32,11 @@ CHILD = textwrap.dedent("""
 
     def main(argv):
         alphabet = tt.CharacterAlphabet.english()
-        model = tt.models.Transducer(alphabet.vocab_size, feature_dim=20,
-                                     encoder_units=8, predictor_units=8,
-                                     joiner_units=8, embedding_dim=4)
+        model = tt.models.Transducer.from_preset(
+            "lstm-1m", alphabet.vocab_size, encoder=dict(units=8),
+            predictor=dict(kind="lstm", units=8, embedding_dim=4),
+            joiner=dict(units=8), feature_dim=20,
+        )
         model.build()
         folder = os.path.join(tempfile.mkdtemp(), "e")
         features = tt.LogMelSpectrogram(sample_rate=8000, n_mels=20)

@@ -22,6 +22,7 @@ from tf_transducer.decoding.transducer import (
     transducer_greedy_decode,
 )
 from tf_transducer.export import TransducerStream, export_transducer
+from tf_transducer.layers import PredictionNetwork, TransducerEncoder, TransducerJoiner
 from tf_transducer.losses import RnntLoss
 from tf_transducer.models import Transducer
 from tf_transducer.training import transducer_recipe as recipe
@@ -56,14 +57,11 @@ def overfit():
     keras.utils.set_random_seed(3)
     model = Transducer(
         ALPHABET.vocab_size,
+        TransducerEncoder(units=128, stack=3),
+        PredictionNetwork(ALPHABET.vocab_size, embedding_dim=32, units=64, kind="lstm"),
+        TransducerJoiner(ALPHABET.vocab_size, units=64),
         feature_dim=40,
         normalization="global",
-        encoder_units=128,
-        stack=3,
-        predictor="lstm",
-        predictor_units=64,
-        embedding_dim=32,
-        joiner_units=64,
     )
     model.build()
     model.normalizer.adapt([x])
@@ -195,8 +193,13 @@ def test_mirrored_strategy_step_equals_one_device():
 
 def test_bad_inputs_are_named(tmp_path):
     x, y, _, paths, features = two_clips()
-    model = Transducer(12, feature_dim=40, encoder_units=8, predictor_units=8,
-                       joiner_units=8, embedding_dim=4)  # fmt: skip
+    model = Transducer(
+        12,
+        TransducerEncoder(units=8),
+        PredictionNetwork(12, embedding_dim=4, units=8),
+        TransducerJoiner(12, units=8),
+        feature_dim=40,
+    )
     model.build()
     run = tmp_path / "run"
     run.mkdir()

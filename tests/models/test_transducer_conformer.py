@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Transducer(encoder="conformer"): config, save/load, fit with every loss,
+"""Transducer with a ConformerEncoder: config, save/load, fit with every loss,
 offline and streamed decoding, the presets, bad arguments."""
 
 import re
@@ -16,10 +16,15 @@ from tf_transducer.decoding.transducer import (
     transducer_beam_search,
     transducer_greedy_decode,
 )
-from tf_transducer.layers import ConformerEncoder, TransducerEncoder
+from tf_transducer.layers import (
+    ConformerEncoder,
+    PredictionNetwork,
+    TransducerEncoder,
+    TransducerJoiner,
+)
 from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
 from tf_transducer.models import Transducer
-from tf_transducer.models.transducer import CONFORMER_PRESETS
+from tf_transducer.models import PRESETS
 
 V, F = 8, 6
 RNG = np.random.default_rng(36)
@@ -28,25 +33,30 @@ LENGTHS = np.array([27, 14], np.int32)
 LABELS = np.array([[1, 2, 3, 4], [5, 6, -1, -1]], np.int32)
 
 
-def tiny(**kwargs):
+def tiny(**encoder):
     keras.utils.set_random_seed(5)
-    config = dict(
-        feature_dim=F, encoder="conformer", conformer_dim=16, conformer_layers=2,
-        conformer_heads=2, conformer_kernel=3, subsampling=2, chunk_size=3,
-        left_context=4, predictor_units=16, embedding_dim=8, joiner_units=16,
+    sizes = dict(
+        d_model=16, num_layers=2, num_heads=2, conv_kernel=3, subsampling=2,
+        chunk_size=3, left_context=4, dropout=0.0,
     )  # fmt: skip
-    config.update(kwargs)
-    model = Transducer(V, **config)
+    model = Transducer(
+        V,
+        ConformerEncoder(**{**sizes, **encoder}),
+        PredictionNetwork(V, embedding_dim=8, units=16),
+        TransducerJoiner(V, units=16),
+        feature_dim=F,
+    )
     model.build()
     return model
 
 
 def test_config_round_trip_and_save_load(tmp_path):
-    model = tiny(chunk_sizes=[1, 3], encoder_dropout=0.1)
+    model = tiny(chunk_sizes=[1, 3], dropout=0.1)
     assert isinstance(model.encoder, ConformerEncoder)
-    assert (model.encoder.units, model.encoder.stack) == (16, 2)
+    assert (model.encoder.units, model.encoder.subsampling) == (16, 2)
     config = model.get_config()
-    assert config["encoder"] == "conformer" and config["chunk_sizes"] == [1, 3]
+    assert config["encoder"]["class_name"] == "ConformerEncoder"
+    assert config["encoder"]["config"]["chunk_sizes"] == [1, 3]
     again = Transducer.from_config(config)
     assert again.get_config() == config
     assert again.encoder.get_config()["chunk_size"] == 3
@@ -60,21 +70,6 @@ def test_config_round_trip_and_save_load(tmp_path):
     np.testing.assert_array_equal(got["encoder"], want["encoder"])
 
 
-def test_an_old_config_without_encoder_is_the_lstm_transducer():
-    model = Transducer(V, feature_dim=F, encoder_units=8, stack=2)
-    config = model.get_config()
-    for key in ("encoder", "conformer_dim", "subsampling", "chunk_size"):
-        config.pop(key)
-    old = Transducer.from_config(config)
-    assert isinstance(old.encoder, TransducerEncoder)
-    assert old.get_config()["encoder"] == "lstm"
-
-
-@pytest.mark.parametrize(
-    "loss",
-    [RnntLoss, FusedRnntLoss, lambda: PrunedRnntLoss(s_range=2)],
-    ids=["full", "fused", "pruned"],
-)
 def test_fits_with_every_transducer_loss(loss):
     model = tiny(chunk_sizes=[1, 2, 3])
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss())
@@ -111,7 +106,13 @@ def test_streamed_encoder_equals_offline_and_decodes_the_same():
 
 def test_lstm_encoder_streams_as_offline():
     keras.utils.set_random_seed(2)
-    model = Transducer(V, feature_dim=F, encoder_units=8, stack=3, joiner_units=8)
+    model = Transducer(
+        V,
+        TransducerEncoder(units=8, stack=3),
+        PredictionNetwork(V),
+        TransducerJoiner(V, units=8),
+        feature_dim=F,
+    )
     encoded, lengths = model.encode((FEATURES, LENGTHS), training=False)
     streamed, stream_lengths = model.stream_encode((FEATURES, LENGTHS), 6)
     np.testing.assert_array_equal(stream_lengths, lengths)
@@ -124,23 +125,24 @@ def test_lstm_encoder_streams_as_offline():
 @pytest.mark.parametrize(("name", "target"), [("conformer-2m", 2e6),
                                                ("conformer-10m", 1e7)])  # fmt: skip
 def test_presets_have_their_parameter_counts(name, target):
-    model = Transducer(256, 80, **CONFORMER_PRESETS[name])
+    from tf_transducer.models import presets
+
+    model = Transducer.from_preset(name, 256, feature_dim=80)
     model.build()
     count = model.count_params()
     assert 0.75 * target <= count <= 1.25 * target
-    assert f"{count:,}" in re.sub(r"\s+", " ", Transducer.__doc__)
+    assert f"{count:,}" in re.sub(r"\s+", " ", presets.__doc__)
+    assert type(model.encoder).__name__ == PRESETS[name]["encoder"]["class_name"]
 
 
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
-        (dict(encoder="transformer"), "encoder"),
-        (dict(encoder=None), "encoder"),
-        (dict(conformer_dim=0), "conformer_dim"),
-        (dict(conformer_layers=0), "conformer_layers"),
-        (dict(conformer_heads=3), "conformer_heads"),
-        (dict(conformer_kernel=1), "conformer_kernel"),
-        (dict(encoder_dropout=1.5), "encoder_dropout"),
+        (dict(d_model=0), "d_model"),
+        (dict(num_layers=0), "num_layers"),
+        (dict(num_heads=3), "num_heads"),
+        (dict(conv_kernel=1), "conv_kernel"),
+        (dict(dropout=1.5), "dropout"),
         (dict(subsampling=3), "subsampling"),
         (dict(chunk_size=0), "chunk_size"),
         (dict(left_context=-1), "left_context"),
@@ -150,6 +152,28 @@ def test_presets_have_their_parameter_counts(name, target):
 def test_bad_arguments_are_named(kwargs, name):
     with pytest.raises(ValueError, match=name):
         tiny(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("parts", "name"),
+    [
+        (dict(encoder="transformer"), "encoder"),
+        (dict(encoder=None), "encoder is needed"),
+        (dict(encoder=keras.layers.Dense(4)), "encoder must be a streaming encoder"),
+        (dict(predictor=PredictionNetwork(V + 1)), "predictor has vocab_size"),
+        (dict(joiner=TransducerJoiner(V - 1)), "joiner has vocab_size"),
+        (dict(encoder={"class_name": "Nope"}), "encoder: unknown layer class"),
+        (dict(encoder={"class_name": "ConformerEncoder", "width": 3}), "width"),
+    ],
+)
+def test_bad_parts_are_named(parts, name):
+    args = dict(
+        encoder=ConformerEncoder(16, 1, 2, subsampling=2),
+        predictor=PredictionNetwork(V, 8, 16),
+        joiner=TransducerJoiner(V, 16),
+    )
+    with pytest.raises(ValueError, match=name):
+        Transducer(V, **{**args, **parts}, feature_dim=F)
 
 
 @pytest.mark.parametrize("chunk_frames", [0, 3, 4.0, True])

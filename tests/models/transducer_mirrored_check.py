@@ -16,6 +16,11 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
 
+from tf_transducer.layers import (  # noqa: E402
+    PredictionNetwork,
+    TransducerEncoder,
+    TransducerJoiner,
+)
 from tf_transducer.losses import RnntLoss  # noqa: E402
 from tf_transducer.models import Transducer  # noqa: E402
 
@@ -23,8 +28,13 @@ from tf_transducer.models import Transducer  # noqa: E402
 def make(strategy):
     with strategy.scope():
         keras.utils.set_random_seed(0)
-        model = Transducer(7, feature_dim=6, encoder_units=8, predictor_units=8,
-                           joiner_units=8, embedding_dim=4)  # fmt: skip
+        model = Transducer(
+            7,
+            TransducerEncoder(units=8),
+            PredictionNetwork(7, embedding_dim=4, units=8),
+            TransducerJoiner(7, units=8),
+            feature_dim=6,
+        )
         model.build()
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss=RnntLoss())
     return model

@@ -38,6 +38,11 @@ if MODE == "mirrored":
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2
     )
 
+from tf_transducer.layers import (  # noqa: E402
+    PredictionNetwork,
+    TransducerEncoder,
+    TransducerJoiner,
+)
 from tf_transducer.losses import CtcLoss, RnntLoss  # noqa: E402
 from tf_transducer.models import DeepSpeech, Transducer  # noqa: E402
 from tf_transducer.training import distributed, loss_sums, train_loop  # noqa: E402
@@ -105,9 +110,14 @@ with strategy.scope():
     if MODEL == "transducer":
         augment = dict(freq_mask_max_bins=2, time_mask_max_frames=3)
         augment = augment if OPTIONS.get("augment") else None
-        model = Transducer(7, feature_dim=6, encoder_units=8, predictor_units=8,
-                           joiner_units=8, embedding_dim=4,
-                           augment=augment)  # fmt: skip
+        model = Transducer(
+            7,
+            TransducerEncoder(units=8),
+            PredictionNetwork(7, embedding_dim=4, units=8),
+            TransducerJoiner(7, units=8),
+            feature_dim=6,
+            augment=augment,
+        )
         loss = RnntLoss()
     else:  # no dropout: the replicas would draw different masks
         model = DeepSpeech(num_classes=7, n_hidden=16, n_context=2, n_input=6,
@@ -117,10 +127,16 @@ with strategy.scope():
     model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.5), loss=loss)
 initial = np.concatenate([w.numpy().ravel() for w in model.weights])
 history = train_loop(
-    model, dataset_fn, epochs=EPOCHS, steps_per_epoch=STEPS, strategy=strategy,
-    checkpoint_dir=OPTIONS.get("ckpt"), save_every=2, validation=validation,
+    model,
+    dataset_fn,
+    epochs=EPOCHS,
+    steps_per_epoch=STEPS,
+    strategy=strategy,
+    checkpoint_dir=OPTIONS.get("ckpt"),
+    save_every=2,
+    validation=validation,
     log_every=0,
-)  # fmt: skip
+)
 weights = np.concatenate([w.numpy().ravel() for w in model.weights])
 losses = history.get("loss", [])
 # A step that trained nothing would make every variant agree.

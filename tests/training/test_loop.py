@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tf_transducer.layers import PredictionNetwork, TransducerEncoder, TransducerJoiner
 from tf_transducer.losses import RnntLoss
 from tf_transducer.models import Transducer
 from tf_transducer.training import (
@@ -33,9 +34,14 @@ def _dataset_fn(context, epoch):
 
 def _transducer(vocab_size=7, lr=0.05, augment=None):
     keras.utils.set_random_seed(0)
-    model = Transducer(vocab_size, feature_dim=6, encoder_units=8,
-                       predictor_units=8, joiner_units=8, embedding_dim=4,
-                       augment=augment)  # fmt: skip
+    model = Transducer(
+        vocab_size,
+        TransducerEncoder(units=8),
+        PredictionNetwork(vocab_size, embedding_dim=4, units=8),
+        TransducerJoiner(vocab_size, units=8),
+        feature_dim=6,
+        augment=augment,
+    )
     model.build()
     model.compile(optimizer=keras.optimizers.Adam(lr), loss=RnntLoss())
     return model
@@ -180,7 +186,18 @@ def test_bad_arguments_are_named(kwargs, message):
 
 def test_uncompiled_model_is_refused():
     with pytest.raises(ValueError, match="model: compile it"):
-        train_loop(Transducer(7, feature_dim=6), _dataset_fn, 1, 1)
+        train_loop(
+            Transducer(
+                7,
+                TransducerEncoder(),
+                PredictionNetwork(7),
+                TransducerJoiner(7),
+                feature_dim=6,
+            ),
+            _dataset_fn,
+            1,
+            1,
+        )
 
 
 def test_distribution_choices(monkeypatch):

@@ -9,6 +9,14 @@ import pytest
 from tf_transducer.data import WaveAugment
 from tf_transducer.data.corpora import manifest
 from tf_transducer.training import transducer_recipe as recipe
+from tf_transducer.training.config import (
+    AugmentConfig,
+    DataConfig,
+    FeaturesConfig,
+    ModelConfig,
+    RunConfig,
+    TrainingConfig,
+)
 
 WAVE = dict(noise_prob=1.0, reverb_prob=0.5, pitch_prob=0.5, babble=True)
 
@@ -52,25 +60,21 @@ def test_bad_settings_are_named(value, message):
 
 
 def test_training_with_augmentation_is_repeatable(tmp_path):
-    kwargs = dict(
-        text_encoder="words",
-        sample_rate=8000,
-        n_mels=20,
-        encoder_units=8,
-        epochs=2,
-        wave_augment=WAVE,
-        warmup_epochs=1,
-        verbose=0,
+    config = RunConfig(
+        model=ModelConfig(encoder={"units": 8}),
+        features=FeaturesConfig(sample_rate=8000, n_mels=20),
+        data=DataConfig(train_files=(manifest("digits_dev"),), text_encoder="words"),
+        augment=AugmentConfig(wave_augment=WAVE, warmup_epochs=1),
+        training=TrainingConfig(epochs=2),
     )
     runs = [
-        recipe.train([manifest("digits_dev")], str(tmp_path / name), **kwargs)[2]
-        for name in ("a", "b")
+        recipe.train(config, str(tmp_path / name), verbose=0)[2] for name in ("a", "b")
     ]
     assert runs[0]["loss"] == runs[1]["loss"]  # epoch 2 augmented, the same
     with open(tmp_path / "a" / "run.json") as f:
         saved = json.load(f)["config"]
-    assert saved["training"]["warmup_epochs"] == 1
-    assert saved["data"]["wave_augment"]["noise_prob"] == 1.0
+    assert saved["augment"]["warmup_epochs"] == 1
+    assert saved["augment"]["wave_augment"]["noise_prob"] == 1.0
     model, encoder = recipe.load_checkpoint(str(tmp_path / "a"))
     data, _ = recipe.speech_data([manifest("digits_dev")], encoder, 8000, 20)
     steps = data.num_batches(16, "auto")  # one epoch
@@ -78,8 +82,12 @@ def test_training_with_augmentation_is_repeatable(tmp_path):
 
 
 @pytest.mark.parametrize("value", [-1, 2.5, True])
-def test_bad_warmup_epochs_are_named(tmp_path, value):
-    with pytest.raises(ValueError, match="warmup_epochs must be an int >= 0"):
-        recipe.train(
-            [manifest("digits_dev")], str(tmp_path), warmup_epochs=value, verbose=0
-        )
+def test_bad_warmup_epochs_are_named(value):
+    with pytest.raises(ValueError, match="augment.warmup_epochs must be an int >= 0"):
+        AugmentConfig(warmup_epochs=value)
+
+
+@pytest.mark.parametrize("value", ["loud", dict(noise_prob=2.0)])
+def test_bad_wave_augment_settings_are_named(value):
+    with pytest.raises(ValueError, match="augment.wave_augment: .*"):
+        AugmentConfig(wave_augment=value)

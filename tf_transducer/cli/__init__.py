@@ -19,16 +19,16 @@ _GROUP = {}  # module name -> the group of the flags it defines next
 HELP_ARGS = ("-h", "-help", "--help", "--helpshort", "-?")
 
 
-def flag_group(name):
-    """The --help group of the flags the calling module defines next."""
-    _GROUP[sys._getframe(1).f_globals["__name__"]] = name
+def flag_group(name, module=None):
+    """The --help group of the flags the calling module (or `module`) defines next."""
+    _GROUP[module or sys._getframe(1).f_globals["__name__"]] = name
 
 
-def define(kind, name, *args, **kwargs):
+def define(kind, name, *args, module=None, **kwargs):
     """Defines an absl flag and lists it in the calling command line's --help.
 
     The flag is defined unless a sibling command line already did; it is
-    listed under the caller's current `flag_group`.
+    listed under the caller's (or `module`'s) current `flag_group`.
 
     The DeepSpeech and transducer command lines share flag names
     (--train_files, --checkpoint_dir, ...); both modules can then be imported
@@ -36,7 +36,7 @@ def define(kind, name, *args, **kwargs):
     """
     if name not in flags.FLAGS:
         getattr(flags, f"DEFINE_{kind}")(name, *args, **kwargs)
-    module = sys._getframe(1).f_globals["__name__"]
+    module = module or sys._getframe(1).f_globals["__name__"]
     _OWN_FLAGS.setdefault(module, []).append((_GROUP.get(module, "other"), name))
 
 

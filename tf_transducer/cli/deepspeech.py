@@ -44,18 +44,20 @@ from tf_transducer.cli._common import (
     read_audio_flag,
     word_scorer,
 )
+from tf_transducer.cli.config_flags import config_from_flags, define_config_flags
+from tf_transducer.data import read_manifest
 from tf_transducer.training import deepspeech_recipe as recipe
+from tf_transducer.training.deepspeech_config import DeepSpeechRunConfig
+from tf_transducer.training.distributed import strategy_from_environment
 
 FLAGS = flags.FLAGS
 
-flag_group("data")
-define(
-    "string", "train_files", "", "Comma-separated training manifests (.csv / .jsonl)."
+define_config_flags(
+    DeepSpeechRunConfig,
+    {"data": "data", "model": "model", "optimizer": "training", "training": "training"},
 )
-define("string", "dev_files", "", "Comma-separated validation manifests.")
+flag_group("data")
 define("string", "test_files", "", "Comma-separated test manifests.")
-define("integer", "train_batch_size", 16, "Training batch size.", lower_bound=1)
-define("integer", "dev_batch_size", 16, "Validation batch size.", lower_bound=1)
 define("integer", "test_batch_size", 16, "Test batch size.", lower_bound=1)
 define(
     "string",
@@ -63,32 +65,8 @@ define(
     "",
     "Alphabet file (default: space, a-z and the apostrophe).",
 )
-define("integer", "audio_sample_rate", 16000, "Sample rate of the model's audio.")
-define("float", "feature_win_len", 32.0, "MFCC window, ms.")
-define("float", "feature_win_step", 20.0, "MFCC step, ms.")
-define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
-flag_group("model")
-define("integer", "n_hidden", 2048, "Width of the hidden layers and the LSTM.")
-define("integer", "n_context", 9, "Context frames on each side.")
-define("float", "relu_clip", 20.0, "Ceiling of the clipped ReLUs.")
-define("float", "dropout_rate", 0.05, "Dropout of layer 1 (and of others at -1).")
-for _i in range(2, 7):
-    define("float", f"dropout_rate{_i}", -1.0, f"Dropout {_i} (-1: --dropout_rate).")
-define(
-    "enum", "augment", "none", ["none", "LB", "LD", "SM", "SS"], "SpecAugment policy."
-)
 flag_group("training")
-define("integer", "epochs", 75, "Training epochs.", lower_bound=1)
-define("integer", "train_steps_per_epoch", 0, "Batches per epoch (0: the whole set).")
-define("float", "learning_rate", 0.001, "Adam's learning rate.")
-define("float", "beta1", 0.9, "Adam's beta 1.")
-define("float", "beta2", 0.999, "Adam's beta 2.")
-define("float", "epsilon", 1e-8, "Adam's epsilon.")
-define("integer", "random_seed", 4568, "Seed of weights, shuffling and dropout.")
 define_distribution()
-define("bool", "early_stop", True, "Stop when the validation loss stops improving.")
-define("integer", "es_epochs", 25, "Early-stopping patience, epochs.")
-define("float", "es_min_delta", 0.05, "Smallest validation-loss improvement.")
 define("string", "checkpoint_dir", "", "Weights, config, backups and history.")
 define(
     "bool",
@@ -147,27 +125,7 @@ def _alphabet():
     return CharacterAlphabet.english()
 
 
-def _model_config():
-    return dict(
-        n_hidden=FLAGS.n_hidden,
-        n_context=FLAGS.n_context,
-        relu_clip=FLAGS.relu_clip,
-        dropout_rate=FLAGS.dropout_rate,
-        dropout_rate2=FLAGS.dropout_rate2,
-        dropout_rate3=FLAGS.dropout_rate3,
-        dropout_rate4=FLAGS.dropout_rate4,
-        dropout_rate5=FLAGS.dropout_rate5,
-        dropout_rate6=FLAGS.dropout_rate6,
-        sample_rate=FLAGS.audio_sample_rate,
-        feature_win_len=FLAGS.feature_win_len,
-        feature_win_step=FLAGS.feature_win_step,
-        augment=None if FLAGS.augment == "none" else FLAGS.augment,
-    )
-
-
 def _require_utterances(flag):
-    from tf_transducer.data import read_manifest
-
     for path in _manifests(flag):
         if not read_manifest(path):
             raise CliError(f"--{flag}: manifest {path!r} is empty")
@@ -176,6 +134,26 @@ def _require_utterances(flag):
 def _require_checkpoint_dir(why):
     if not FLAGS.checkpoint_dir:
         raise CliError(f"--checkpoint_dir is needed to {why}")
+
+
+def run_config():
+    """The DeepSpeechRunConfig of the command line (--config, the flags, --set)."""
+    given = {}
+    if FLAGS.alphabet_config_path:
+        given["data.alphabet"] = "".join(_alphabet().characters)
+    config = config_from_flags(DeepSpeechRunConfig, given)
+    if not config.data.train_files:
+        raise CliError(
+            "--train_files is needed (or a --config naming data.train_files)"
+        )
+    for flag, files in (
+        ("train_files", config.data.train_files),
+        ("dev_files", config.data.dev_files),
+    ):
+        for path in manifest_paths(",".join(files), flag):
+            if not read_manifest(path):
+                raise CliError(f"--{flag}: manifest {path!r} is empty")
+    return config
 
 
 def train(callbacks=()):
@@ -188,30 +166,12 @@ def train(callbacks=()):
     the same flags; other flags are refused unless --overwrite.
     """
     _require_checkpoint_dir("train")
-    for flag in ("train_files", "dev_files"):
-        _require_utterances(flag)
     return recipe.train(
-        _manifests("train_files"),
+        run_config(),
         FLAGS.checkpoint_dir,
-        dev_files=_manifests("dev_files"),
-        alphabet=_alphabet(),
-        model_config=_model_config(),
-        epochs=FLAGS.epochs,
-        batch_size=FLAGS.train_batch_size,
-        dev_batch_size=FLAGS.dev_batch_size,
-        steps_per_epoch=FLAGS.train_steps_per_epoch,
-        learning_rate=FLAGS.learning_rate,
-        beta1=FLAGS.beta1,
-        beta2=FLAGS.beta2,
-        epsilon=FLAGS.epsilon,
-        seed=FLAGS.random_seed,
-        early_stop=FLAGS.early_stop,
-        es_epochs=FLAGS.es_epochs,
-        es_min_delta=FLAGS.es_min_delta,
-        skip_bad=FLAGS.skip_bad,
-        summary_dir=FLAGS.summary_dir or None,
-        distribution=FLAGS.distribution,
+        strategy=strategy_from_environment(FLAGS.distribution),
         overwrite=FLAGS.overwrite,
+        summary_dir=FLAGS.summary_dir or None,
         callbacks=callbacks,
         verbose="auto",  # a progress bar on a terminal, else epoch lines
     )

@@ -12,7 +12,9 @@ r"""Transducers from the command line: train, evaluate, export, transcribe, mani
 Flags and conventions follow the DeepSpeech command line (manifests,
 --checkpoint_dir, --export_dir, --audio_sample_rate, --beam_width, exit code
 1 with a message naming the file or flag on bad input). The recipe is
-`tf_transducer.training.transducer_recipe`; this maps flags to its keywords.
+`tf_transducer.training.transducer_recipe`; `train` builds its `RunConfig`
+from the flags (each setting's flag is made from its field), a `--config`
+file (a run.json) and `--set section.setting=value` overrides.
 On several machines: `--distribution multi_worker` (or TF_CONFIG naming
 several workers), or `python -m tf_transducer.cli.launch --workers 2 -- ...`
 on one.
@@ -31,19 +33,28 @@ from tf_transducer.cli._common import (
     read_audio_flag,
     word_scorer,
 )
+from tf_transducer.cli.config_flags import config_from_flags, define_config_flags
+from tf_transducer.models.presets import PRESETS
 from tf_transducer.training import transducer_recipe as recipe
+from tf_transducer.training.config import RunConfig
+from tf_transducer.training.distributed import strategy_from_environment
 
 FLAGS = flags.FLAGS
 COMMANDS = ("train", "evaluate", "export", "transcribe", "manifest")
 
-flag_group("data")
-CORPORA = (
-    " or corpora (a LibriSpeech folder, a Common Voice .tsv, the .txt "
-    "transcripts of a folder of audio files)."
+define_config_flags(
+    RunConfig,
+    {
+        "features": "data",
+        "data": "data",
+        "model": "model",
+        "augment": "training",
+        "optimizer": "training",
+        "training": "training",
+    },
 )
-define("string", "train_files", "", "Comma-separated training manifests" + CORPORA)
-define("string", "dev_files", "", "Comma-separated validation manifests" + CORPORA)
-define("string", "test_files", "", "Comma-separated test manifests" + CORPORA)
+flag_group("data")
+define("string", "test_files", "", "Comma-separated test manifests or corpora.")
 define(
     "string",
     "corpus",
@@ -55,66 +66,7 @@ define("string", "output", "", "manifest: the JSON-lines manifest to write.")
 define("string", "checkpoint_dir", "", "Model, text encoder, backups, history.")
 define("string", "export_dir", "", "Streaming TFLite programs.")
 define("string", "wav", "", "transcribe: the audio file (any rate: resampled).")
-define(
-    "integer",
-    "audio_sample_rate",
-    16000,
-    "train: sample rate of the model's audio (saved with it; later commands "
-    "read it from the checkpoint).",
-)
-define("integer", "n_mels", 80, "train: log-mel bands (saved with the model).")
-define("float", "max_duration", 30.0, "Longest utterance, seconds.")
-define("enum", "text_encoder", "chars", ["chars", "words", "subwords"], "Units.")
-define("integer", "vocab_size", 256, "SentencePiece vocabulary (subwords).")
-define(
-    "bool",
-    "word_delimiter",
-    False,
-    "train, words / subwords: a class between words (the model must mark each "
-    "word boundary, which lets whole-word models hear repeated words).",
-)
-define("bool", "skip_bad", False, "Drop (and count) unusable items instead of failing.")
 flag_group("training")
-define("integer", "train_batch_size", 16, "Training batch size.", lower_bound=1)
-define("integer", "epochs", 50, "Training epochs.", lower_bound=1)
-define("float", "learning_rate", 0.004, "Peak Adam learning rate (cosine decay).")
-define(
-    "integer",
-    "lr_warmup_epochs",
-    0,
-    "Epochs of a linear learning-rate rise before the decay (a Conformer wants a few).",
-    lower_bound=0,
-)
-define(
-    "enum",
-    "loss",
-    "full",
-    list(recipe.LOSSES),
-    "RnntLoss (full), FusedRnntLoss (fused: the full loss without storing the "
-    "joiner's logits, for large vocabularies) or PrunedRnntLoss (pruned).",
-)
-define(
-    "string",
-    "transducer_augment",
-    "default",
-    "SpecAugment: default, none, LB, LD, SM, SS.",
-)
-define(
-    "enum",
-    "wave_augment",
-    "default",
-    ["default", "none"],
-    "Waveform augmentation of the training audio (speed, pitch, tempo, "
-    "reverberation, telephone band, noise, babble, gain, DC): default or none.",
-)
-define(
-    "integer",
-    "warmup_epochs",
-    recipe.WARMUP_EPOCHS,
-    "First epochs trained on clean audio and features (no augmentation).",
-    lower_bound=0,
-)
-define("integer", "random_seed", 0, "Seed of weights, shuffling, augmentation.")
 define_distribution()
 define(
     "bool",
@@ -124,57 +76,56 @@ define(
     "(the same configuration resumes it).",
 )
 flag_group("model")
-define("integer", "encoder_units", recipe.ENCODER_UNITS, "Encoder LSTM width.")
-define("integer", "encoder_layers", recipe.ENCODER_LAYERS, "Encoder LSTMs.")
-define("integer", "stack", recipe.STACK, "Frames stacked per encoder step.")
+# Shorthands of model settings (0.1's flags): each sets one argument of a
+# part of the --model preset, as --set model.<part>.<argument>=<value> does.
+# flag -> (part, argument, the encoder class it is for (None: any), kind,
+# the values of an enum, help). tests/cli checks the arguments exist.
+MODEL_FLAGS = {
+    "encoder_units": ("encoder", "units", "TransducerEncoder", "integer", None,
+                      "Encoder LSTM width (lstm-1m: 256)."),
+    "encoder_layers": ("encoder", "num_layers", "TransducerEncoder", "integer", None,
+                       "Encoder LSTMs (lstm-1m: 2)."),
+    "stack": ("encoder", "stack", "TransducerEncoder", "integer", None,
+              "Frames stacked per encoder step (lstm-1m: 3)."),
+    "conformer_dim": ("encoder", "d_model", "ConformerEncoder", "integer", None,
+                      "Conformer width."),
+    "conformer_layers": ("encoder", "num_layers", "ConformerEncoder", "integer", None,
+                         "Conformer blocks."),
+    "conformer_heads": ("encoder", "num_heads", "ConformerEncoder", "integer", None,
+                        "Attention heads."),
+    "conformer_kernel": ("encoder", "conv_kernel", "ConformerEncoder", "integer",
+                         None, "Causal convolution kernel."),
+    "subsampling": ("encoder", "subsampling", "ConformerEncoder", "enum",
+                    ["2", "4", "8"], "Conformer: feature frames per encoder frame."),
+    "chunk_size": ("encoder", "chunk_size", "ConformerEncoder", "integer", None,
+                   "Conformer: encoder frames per attention chunk (the latency: "
+                   "chunk_size * subsampling feature frames)."),
+    "left_context": ("encoder", "left_context", "ConformerEncoder", "integer", None,
+                     "Conformer: encoder frames before its chunk that a frame sees."),
+    "chunk_sizes": ("encoder", "chunk_sizes", "ConformerEncoder", "list", None,
+                    "Conformer: chunk sizes drawn from in training (one model, "
+                    "several latencies)."),
+    "predictor": ("predictor", "kind", None, "enum", ["lstm", "stateless"],
+                  "Prediction network."),
+}  # fmt: skip
+for _name, (_part, _arg, _cls, _kind, _values, _help) in MODEL_FLAGS.items():
+    define(_kind, _name, None, *([_values] if _values else []), _help)
+# --encoder: 0.1's choice of encoder, the recipe's prediction network kept.
+ENCODER_MODELS = {
+    "lstm": dict(preset="lstm-1m"),
+    "conformer": dict(
+        preset="conformer-2m",
+        predictor=PRESETS["lstm-1m"]["predictor"],
+        joiner=PRESETS["lstm-1m"]["joiner"],
+    ),
+}
 define(
     "enum",
     "encoder",
-    "lstm",
-    list(recipe.ENCODERS),
-    "lstm: --encoder_units/--encoder_layers/--stack; conformer: a streaming "
-    "Conformer (the --conformer_* flags, --subsampling, --chunk_size, "
-    "--left_context, --chunk_sizes).",
-)
-C = recipe.CONFORMER
-define("integer", "conformer_dim", C["conformer_dim"], "Conformer width.")
-define("integer", "conformer_layers", C["conformer_layers"], "Conformer blocks.")
-define("integer", "conformer_heads", C["conformer_heads"], "Attention heads.")
-define(
-    "integer", "conformer_kernel", C["conformer_kernel"], "Causal convolution kernel."
-)
-define(
-    "enum",
-    "subsampling",
-    str(C["subsampling"]),
-    ["2", "4", "8"],
-    "Conformer: feature frames per encoder frame.",
-)
-define(
-    "integer",
-    "chunk_size",
-    C["chunk_size"],
-    "Conformer: encoder frames per attention chunk (the latency: chunk_size * "
-    "subsampling feature frames).",
-)
-define(
-    "integer",
-    "left_context",
-    C["left_context"],
-    "Conformer: encoder frames before its chunk that a frame sees.",
-)
-define(
-    "list",
-    "chunk_sizes",
     None,
-    "Conformer: chunk sizes drawn from in training (one model, several latencies).",
-)
-CONFORMER_FLAGS = (
-    "conformer_dim", "conformer_layers", "conformer_heads", "conformer_kernel",
-    "subsampling", "chunk_size", "left_context", "chunk_sizes",
-)  # fmt: skip
-define(
-    "enum", "predictor", recipe.PREDICTOR, ["lstm", "stateless"], "Prediction network."
+    list(ENCODER_MODELS),
+    "lstm: the lstm-1m model; conformer: conformer-2m's encoder with lstm-1m's "
+    "prediction network and joiner (the recipe's Conformer). Or --model.",
 )
 flag_group("decoding")
 define("integer", "beam_width", 1, "1: greedy; else beam search (--beam_method).")
@@ -253,37 +204,51 @@ def check_flag_against(flag, saved, source):
         )
 
 
-def conformer_sizes():
-    """The --conformer_* etc. flags given, as `recipe.train`'s conformer dict."""
-    given = [name for name in CONFORMER_FLAGS if FLAGS[name].present]
-    if FLAGS.encoder != "conformer":
-        if given:
-            raise CliError(f"--{given[0]} is for --encoder conformer")
-        return None
-    sizes = {name: FLAGS[name].value for name in CONFORMER_FLAGS}
-    sizes["subsampling"] = int(sizes["subsampling"])
-    for name in CONFORMER_FLAGS[:4] + ("chunk_size",):
-        if sizes[name] < 1:
-            raise CliError(f"--{name} must be >= 1, got {sizes[name]}")
-    if sizes["left_context"] < 0:
-        raise CliError(f"--left_context must be >= 0, got {sizes['left_context']}")
-    if sizes["chunk_sizes"] is not None:
-        try:
-            sizes["chunk_sizes"] = [int(v) for v in sizes["chunk_sizes"]]
-        except ValueError:
-            raise CliError(
-                f"--chunk_sizes must be positive ints, got {sizes['chunk_sizes']}"
-            ) from None
-        if not sizes["chunk_sizes"] or min(sizes["chunk_sizes"]) < 1:
-            raise CliError(
-                f"--chunk_sizes must be positive ints, got {sizes['chunk_sizes']}"
-            )
-    if sizes["conformer_dim"] % sizes["conformer_heads"]:
+def model_settings():
+    """{"model.<part>": overrides} of the model shorthand flags given.
+
+    --encoder picks the preset (and the recipe's prediction network for
+    "conformer"); each size flag must suit the encoder it is for.
+    """
+    if FLAGS["encoder"].present and FLAGS["model"].present:
+        raise CliError("give --model or --encoder, not both")
+    model = dict(ENCODER_MODELS[FLAGS.encoder]) if FLAGS["encoder"].present else {}
+    preset = model.get("preset") or FLAGS.model
+    encoder_class = PRESETS.get(preset, {}).get("encoder", {}).get("class_name")
+    parts = {part: dict(model.get(part) or {}) for part in ("encoder", "predictor")}
+    for name, (part, argument, cls, kind, _, _) in MODEL_FLAGS.items():
+        if not FLAGS[name].present:
+            continue
+        if cls is not None and cls != encoder_class:
+            which = "conformer" if cls == "ConformerEncoder" else "lstm"
+            raise CliError(f"--{name} is for --encoder {which} (a {cls})")
+        value = FLAGS[name].value
+        if kind == "enum" and name == "subsampling":
+            value = int(value)
+        elif kind == "list":
+            try:
+                value = [int(v) for v in value]
+            except ValueError:
+                raise CliError(f"--{name} must be positive ints, got {value}") from None
+        parts[part][argument] = value
+    given = {f"model.{part}": values for part, values in parts.items() if values}
+    if "preset" in model:
+        given["model.preset"] = model["preset"]
+    if "joiner" in model:
+        given["model.joiner"] = model["joiner"]
+    return given
+
+
+def run_config():
+    """The RunConfig of the command line (--config, the flags, --set)."""
+    config = config_from_flags(RunConfig, model_settings())
+    if not config.data.train_files:
         raise CliError(
-            f"--conformer_dim ({sizes['conformer_dim']}) must be a multiple of "
-            f"--conformer_heads ({sizes['conformer_heads']})"
+            "--train_files is needed (or a --config naming data.train_files)"
         )
-    return sizes
+    manifest_paths(",".join(config.data.train_files), "train_files", corpora=True)
+    manifest_paths(",".join(config.data.dev_files), "dev_files", corpora=True)
+    return config
 
 
 def write_corpus_manifest(corpus, output):
@@ -322,35 +287,11 @@ def main(argv):
         if command == "train":
             if not FLAGS.checkpoint_dir:
                 raise CliError("--checkpoint_dir is needed to train")
+            config = run_config()
             recipe.train(
-                manifest_paths(
-                    FLAGS.train_files, "train_files", required=True, corpora=True
-                ),
+                config,
                 FLAGS.checkpoint_dir,
-                dev_files=manifest_paths(FLAGS.dev_files, "dev_files", corpora=True),
-                text_encoder=FLAGS.text_encoder,
-                vocab_size=FLAGS.vocab_size,
-                word_delimiter=FLAGS.word_delimiter,
-                sample_rate=FLAGS.audio_sample_rate,
-                n_mels=FLAGS.n_mels,
-                max_duration=FLAGS.max_duration,
-                epochs=FLAGS.epochs,
-                batch_size=FLAGS.train_batch_size,
-                learning_rate=FLAGS.learning_rate,
-                loss=FLAGS.loss,
-                encoder_units=FLAGS.encoder_units,
-                encoder_layers=FLAGS.encoder_layers,
-                stack=FLAGS.stack,
-                predictor=FLAGS.predictor,
-                encoder=FLAGS.encoder,
-                conformer=conformer_sizes(),
-                lr_warmup_epochs=FLAGS.lr_warmup_epochs,
-                augment=FLAGS.transducer_augment,
-                wave_augment=FLAGS.wave_augment,
-                warmup_epochs=FLAGS.warmup_epochs,
-                seed=FLAGS.random_seed,
-                skip_bad=FLAGS.skip_bad,
-                distribution=FLAGS.distribution,
+                strategy=strategy_from_environment(FLAGS.distribution),
                 overwrite=FLAGS.overwrite,
                 verbose="auto",  # a progress bar on a terminal, else epoch lines
             )

@@ -6,7 +6,8 @@ from tf_transducer.export.neural_transducer import (
     NeuralTransducerStream,
     export_neural_transducer,
 )
-from tf_transducer.export.transducer import TransducerStream, export_transducer
+from tf_transducer.export.transducer import export_transducer
+from tf_transducer.export.transducer_stream import TransducerStream
 
 __all__ = [
     "DeepSpeechStream",

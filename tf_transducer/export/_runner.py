@@ -104,8 +104,12 @@ class Program:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such TFLite program")
         try:
-            with quiet_tensorflow():  # LiteRT's INFO line on its first program
+            # LiteRT's INFO lines: on its first program, and "Created
+            # TensorFlow Lite XNNPACK delegate" when the tensors are first
+            # allocated (here, not on the first call).
+            with quiet_tensorflow():
                 self.interpreter = Interpreter(model_path=path, num_threads=num_threads)
+                self.interpreter.allocate_tensors()
                 self.runner = self.interpreter.get_signature_runner()
         except (ValueError, RuntimeError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""

@@ -142,6 +142,14 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         """Feature frames per output frame, subsampling (TransducerEncoder's)."""
         return self.subsampling
 
+    @property
+    def default_chunk_frames(self) -> int:
+        """Feature frames of a streaming step by default: one attention chunk.
+
+        chunk_size * subsampling: the stream then equals the offline call.
+        """
+        return self.chunk_size * self.subsampling
+
     def build(self, features_shape, lengths_shape=None):
         self.subsampler.build(features_shape)
         for block in self.blocks:

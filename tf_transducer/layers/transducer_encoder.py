@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """TransducerEncoder: frame stacking + stacked LSTMs, offline or chunk by chunk."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -72,18 +75,39 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         batch, frames = features_shape[0], features_shape[1]
         return (batch, ceil_div(frames, self.stack), self.units), (batch,)
 
-    def initial_state(self, batch):
+    # The streaming-encoder contract (tf_transducer.layers.streaming).
+    left_context = None  # an LSTM frame sees its whole past
+
+    @property
+    def subsampling(self) -> int:
+        """Feature frames per output frame: `stack`."""
+        return self.stack
+
+    @property
+    def default_chunk_frames(self) -> int:
+        """Feature frames of a streaming step by default: 4 output frames.
+
+        Any multiple of `stack` streams the LSTMs exactly.
+        """
+        return 4 * self.stack
+
+    def initial_state(self, batch: int) -> list[tf.Tensor]:
         """Zero (h, c) of every layer: a list of 2 * num_layers [batch, units]."""
         return [
             tf.zeros([batch, self.units], self.compute_dtype)
             for _ in range(2 * self.num_layers)
         ]
 
-    def step(self, features, states):
+    def step(
+        self, features: Any, states: Sequence[Any], lengths: Any = None
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         """Encodes one streaming chunk: (encoded [B, n, units], new states).
 
         The chunk is stack * n frames [B, stack * n, F] (n static), with the
-        states from before it. LSTMs unrolled (for TFLite).
+        states from before it. LSTMs unrolled (for TFLite). `lengths` (the
+        chunk's valid frames) is accepted for the streaming contract and not
+        needed: an output frame depends on no later input, so the frames
+        past an utterance's end change only outputs that are dropped.
         """
         if features.shape[1] is None or features.shape[1] % self.stack:
             raise ValueError(

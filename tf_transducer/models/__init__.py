@@ -7,13 +7,16 @@ Transducer.
 
 from tf_transducer.models.deepspeech import DeepSpeech
 from tf_transducer.models.lattice_model import LatticeModel
+from tf_transducer.models.legacy import CONFORMER_PRESETS
 from tf_transducer.models.neural_transducer import NeuralTransducerModel
-from tf_transducer.models.transducer import CONFORMER_PRESETS, Transducer
+from tf_transducer.models.presets import PRESETS
+from tf_transducer.models.transducer import Transducer
 
 __all__ = [
     "CONFORMER_PRESETS",
     "DeepSpeech",
     "LatticeModel",
     "NeuralTransducerModel",
+    "PRESETS",
     "Transducer",
 ]

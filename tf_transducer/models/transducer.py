@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Transducer: an RNN-T model for RnntLoss, FusedRnntLoss or PrunedRnntLoss."""
+"""Transducer: an RNN-T model composed of an encoder, a prediction network, a joiner."""
 
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import keras
@@ -8,72 +10,31 @@ import tensorflow as tf
 
 from tf_transducer._checks import check_positive, float_values, resolve_lengths
 from tf_transducer.layers import (
-    ConformerEncoder,
     FeatureNormalization,
     LogMelSpectrogram,
-    PredictionNetwork,
     SpecAugment,
-    TransducerEncoder,
-    TransducerJoiner,
 )
+from tf_transducer.layers.streaming import check_chunk_frames, check_streaming_encoder
 from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
 from tf_transducer.models._inputs import (
     optimizer_step,
     plus_added_losses,
     split_inputs,
 )
-
-ENCODERS = ("lstm", "conformer")
-
-# Streaming Conformer transducers: Transducer(vocab_size, feature_dim,
-# **CONFORMER_PRESETS[name]). Chunks of 8 encoder frames = 32 feature frames
-# (320 ms at a 10 ms hop: the algorithmic latency), 32 frames of left context.
-# Parameters with vocab_size=256 and feature_dim=80: see Transducer.
-CONFORMER_PRESETS: dict[str, dict[str, Any]] = {
-    "conformer-2m": dict(
-        encoder="conformer",
-        conformer_dim=96,
-        conformer_layers=6,
-        conformer_heads=4,
-        conformer_kernel=15,
-        subsampling=4,
-        chunk_size=8,
-        left_context=32,
-        encoder_dropout=0.1,
-        predictor="lstm",
-        embedding_dim=64,
-        predictor_units=192,
-        joiner_units=192,
-    ),
-    "conformer-10m": dict(
-        encoder="conformer",
-        conformer_dim=144,
-        conformer_layers=16,
-        conformer_heads=4,
-        conformer_kernel=15,
-        subsampling=4,
-        chunk_size=8,
-        left_context=32,
-        encoder_dropout=0.1,
-        predictor="lstm",
-        embedding_dim=256,
-        predictor_units=320,
-        joiner_units=320,
-    ),
-}
+from tf_transducer.models.legacy import is_legacy, legacy_parts, split_legacy
+from tf_transducer.models.presets import PARTS, build_part, merged, preset_parts
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
 class Transducer(keras.Model):
-    """An RNN transducer: encoder, prediction network, joiner (+ simple projections).
+    """An RNN transducer composed of its parts: encoder, prediction network, joiner.
 
-    features (or audio, with `features` set) -> [global normalisation] ->
-    [SpecAugment, in training] -> encoder (TransducerEncoder, LSTMs, or
-    ConformerEncoder, a chunk-masked streaming Conformer) -> per frame;
-    [blank] + labels -> PredictionNetwork -> per label; TransducerJoiner on
-    every (frame, label) pair (RnntLoss; FusedRnntLoss computes the same loss
-    without ever storing the logits) or on the pruned ones (PrunedRnntLoss,
-    which also trains the linear "simple" projections).
+    features (or audio, with `features` set) -> [normalization] ->
+    [SpecAugment, in training] -> encoder -> per frame; [blank] + labels ->
+    predictor -> per label; the joiner on every (frame, label) pair
+    (RnntLoss; FusedRnntLoss computes the same loss without ever storing the
+    logits) or on the pruned ones (PrunedRnntLoss, which also trains the
+    linear "simple" projections `simple_am` / `simple_lm`).
 
     `model(inputs)` returns {"encoder": [B, T', H], "lengths": [B]}; the loss
     is computed in `compute_loss` from those and the labels y [B, S] (padded
@@ -83,127 +44,165 @@ class Transducer(keras.Model):
 
     Args:
       vocab_size: classes including the blank (0).
-      feature_dim: features per frame (ignored when `features` is given).
-      features: None (features in), or a LogMelSpectrogram config dict (raw
-        audio in; the features are computed inside, as in the export).
-      normalization: None or "global" (FeatureNormalization, `adapt` it).
-      augment: None, a SpecAugment preset name or config dict.
-      encoder_units, encoder_layers, stack: TransducerEncoder (encoder="lstm").
-      encoder_dropout: the encoder's dropout (either encoder).
-      predictor: "lstm" or "stateless"; embedding_dim, predictor_units,
-        context_size: PredictionNetwork.
-      joiner_units: TransducerJoiner width.
-      encoder: "lstm" (TransducerEncoder) or "conformer" (ConformerEncoder);
-        the other encoder's arguments are ignored.
-      conformer_dim, conformer_layers, conformer_heads, conformer_kernel:
-        ConformerEncoder's d_model, num_layers, num_heads and conv_kernel.
-      subsampling: the Conformer's feature frames per encoder frame (2, 4
-        or 8; `stack` is the LSTM encoder's).
-      chunk_size, left_context, chunk_sizes: ConformerEncoder's attention
-        chunk and left context, in encoder frames, and the chunk sizes drawn
-        from in training (None: always chunk_size).
+      encoder: a streaming encoder layer (`TransducerEncoder`,
+        `ConformerEncoder`, or any layer keeping the contract of
+        `tf_transducer.layers.streaming`), or its part configuration
+        {"class_name": "ConformerEncoder", "d_model": 144, ...}.
+      predictor: a `PredictionNetwork` (or its part configuration) over
+        vocab_size classes.
+      joiner: a `TransducerJoiner` (or its part configuration) over
+        vocab_size classes.
+      features: None (features in), or a `LogMelSpectrogram` layer (or a dict
+        of its arguments): raw audio in, the features computed inside, as
+        in the export.
+      normalization: None, "global" (a `FeatureNormalization("global")`,
+        to `adapt`), or a `FeatureNormalization` layer.
+      augment: None, a `SpecAugment` layer, a SpecAugment preset name or a
+        dict of its arguments (applied in training only).
+      feature_dim: features per frame (taken from `features` when given).
 
-    `CONFORMER_PRESETS` (this module) holds Conformer sizes as keyword
-    arguments, `Transducer(256, **CONFORMER_PRESETS["conformer-10m"])`;
-    with vocab_size=256 and feature_dim=80, "conformer-2m" has 1,960,936
-    parameters and "conformer-10m" 9,497,024.
+    Presets as keras-hub's: `Transducer.from_preset("conformer-2m",
+    vocab_size=256)` (`tf_transducer.models.PRESETS`). The 0.1 flat keyword
+    arguments (`encoder="conformer"`, `encoder_units=...`) still build the
+    same model, with a DeprecationWarning, and `.keras` files of that layout
+    load.
+
+    Example:
+    ```python
+    from tf_transducer.layers import (
+        PredictionNetwork, TransducerEncoder, TransducerJoiner)
+    model = Transducer(
+        29, TransducerEncoder(256, 2, stack=3), PredictionNetwork(29, 64, 128),
+        TransducerJoiner(29, 128), feature_dim=80, normalization="global")
+    model.compile(optimizer="adam", loss=tf_transducer.FusedRnntLoss())
+    ```
     """
 
     def __init__(
         self,
-        vocab_size,
-        feature_dim=80,
-        features=None,
-        normalization=None,
-        augment=None,
-        encoder_units=256,
-        encoder_layers=2,
-        stack=3,
-        encoder_dropout=0.0,
-        predictor="lstm",
-        embedding_dim=128,
-        predictor_units=256,
-        context_size=2,
-        joiner_units=256,
-        encoder="lstm",
-        conformer_dim=144,
-        conformer_layers=4,
-        conformer_heads=4,
-        conformer_kernel=15,
-        subsampling=4,
-        chunk_size=8,
-        left_context=32,
-        chunk_sizes=None,
-        **kwargs,
-    ):
+        vocab_size: int,
+        encoder: Any = None,
+        predictor: Any = None,
+        joiner: Any = None,
+        features: Any = None,
+        normalization: Any = None,
+        augment: Any = None,
+        feature_dim: int = 80,
+        **kwargs: Any,
+    ) -> None:
+        flat = split_legacy(kwargs)
+        for kind, value in (("encoder", encoder), ("predictor", predictor)):
+            if isinstance(value, str):  # 0.1's encoder="lstm", predictor="lstm"
+                flat[kind] = value
+        encoder = None if isinstance(encoder, str) else encoder
+        predictor = None if isinstance(predictor, str) else predictor
+        if flat:
+            warnings.warn(
+                "Transducer's flat keyword arguments (encoder=<kind>, "
+                f"{', '.join(sorted(k for k in flat if k != 'encoder')) or '...'}) "
+                "are the 0.1 layout: pass the parts (encoder=TransducerEncoder(...),"
+                " predictor=..., joiner=...) or use Transducer.from_preset",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            parts = legacy_parts(flat)
+            encoder = parts["encoder"] if encoder is None else encoder
+            predictor = parts["predictor"] if predictor is None else predictor
+            joiner = parts["joiner"] if joiner is None else joiner
         super().__init__(**kwargs)
-        if normalization not in (None, "global"):
-            raise ValueError(
-                f'normalization must be None or "global", got {normalization!r}'
-            )
-        if not isinstance(encoder, str) or encoder not in ENCODERS:
-            raise ValueError(f'encoder must be "lstm" or "conformer", got {encoder!r}')
+        check_positive("vocab_size", vocab_size, int)
+        for part, value in (("encoder", encoder), ("predictor", predictor),
+                            ("joiner", joiner)):  # fmt: skip
+            if value is None:
+                raise ValueError(
+                    f"{part} is needed: a layer or its part configuration (or "
+                    "Transducer.from_preset(name, vocab_size))"
+                )
         self.vocab_size = vocab_size
-        self.features_config = features
-        self.feature_layer = LogMelSpectrogram(**features) if features else None
-        self.feature_dim = self.feature_layer.n_mels if features else feature_dim
-        self.normalization = normalization
-        self.normalizer = FeatureNormalization("global") if normalization else None
-        self.augment = augment
-        self.spec_augment = SpecAugment.from_arg(augment)
-        self.encoder_kind = encoder
-        if encoder == "lstm":
-            self.encoder = TransducerEncoder(
-                encoder_units, encoder_layers, stack, encoder_dropout
-            )
-        else:
-            self.encoder = _conformer(
-                conformer_dim, conformer_layers, conformer_heads, conformer_kernel,
-                subsampling, chunk_size, left_context, chunk_sizes, encoder_dropout,
-            )  # fmt: skip
-        self.predictor = PredictionNetwork(
-            vocab_size, embedding_dim, predictor_units, predictor, context_size
+        # (The layers in 0.1's order: their seed generators draw the same seeds.)
+        self.feature_layer = _feature_layer(features)
+        if self.feature_layer is None:
+            check_positive("feature_dim", feature_dim, int)
+        self.feature_dim = (
+            self.feature_layer.n_mels if self.feature_layer else feature_dim
         )
-        self.joiner = TransducerJoiner(vocab_size, joiner_units)
+        self.normalizer = _normalizer(normalization)
+        self.augment = augment
+        self.spec_augment = (
+            augment
+            if isinstance(augment, SpecAugment)
+            else SpecAugment.from_arg(augment)
+        )
+        self.encoder = build_part("encoder", encoder, vocab_size)
+        check_streaming_encoder(self.encoder)
+        self.predictor = build_part("predictor", predictor, vocab_size)
+        self.joiner = build_part("joiner", joiner, vocab_size)
+        for part in ("predictor", "joiner"):
+            size = getattr(getattr(self, part), "vocab_size", None)
+            if size != vocab_size:
+                raise ValueError(
+                    f"{part} has vocab_size {size}, the model {vocab_size}: they "
+                    "must agree"
+                )
         self.simple_am = keras.layers.Dense(vocab_size, name="simple_am")
         self.simple_lm = keras.layers.Dense(vocab_size, name="simple_lm")
-        self._config = dict(
-            vocab_size=vocab_size,
-            feature_dim=feature_dim,
-            features=features,
-            normalization=normalization,
-            augment=augment,
-            encoder_units=encoder_units,
-            encoder_layers=encoder_layers,
-            stack=stack,
-            encoder_dropout=encoder_dropout,
-            predictor=predictor,
-            embedding_dim=embedding_dim,
-            predictor_units=predictor_units,
-            context_size=context_size,
-            joiner_units=joiner_units,
-            encoder=encoder,
-            conformer_dim=conformer_dim,
-            conformer_layers=conformer_layers,
-            conformer_heads=conformer_heads,
-            conformer_kernel=conformer_kernel,
-            subsampling=subsampling,
-            chunk_size=chunk_size,
-            left_context=left_context,
-            chunk_sizes=chunk_sizes,
+
+    @classmethod
+    def from_preset(
+        cls,
+        preset: str,
+        vocab_size: int,
+        *,
+        encoder: Mapping[str, Any] | None = None,
+        predictor: Mapping[str, Any] | None = None,
+        joiner: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> "Transducer":
+        """A Transducer of a preset's parts (`tf_transducer.models.PRESETS`).
+
+        Args:
+          preset: "lstm-1m", "conformer-2m" or "conformer-10m".
+          vocab_size: classes including the blank.
+          encoder: optional arguments overriding the preset encoder's, e.g.
+            {"chunk_size": 4} (a "class_name" there replaces the part).
+          predictor: the same for the prediction network.
+          joiner: the same for the joiner.
+          **kwargs: the model's other arguments (feature_dim, features,
+            normalization, augment, name).
+        """
+        parts = preset_parts(preset)
+        given = dict(encoder=encoder, predictor=predictor, joiner=joiner)
+        for part, value in given.items():
+            if value is not None and not isinstance(value, Mapping):
+                raise ValueError(
+                    f"{part} must be a dict of {parts[part]['class_name']} "
+                    f"arguments overriding the preset's, got {value!r}"
+                )
+        return cls(
+            vocab_size,
+            *(merged(parts[p], given[p]) for p in PARTS),
+            **kwargs,
         )
 
     def build(self, input_shape=None):
-        if self.normalizer is not None:
-            self.normalizer.build((None, None, self.feature_dim))
-        if self.spec_augment is not None:
-            self.spec_augment.build((None, None, self.feature_dim))
-        self.encoder.build((None, None, self.feature_dim))
-        self.predictor.build()
-        self.joiner.build((None, self.encoder.units), (None, self.predictor.units))
-        self.simple_am.build((None, self.encoder.units))
-        self.simple_lm.build((None, self.predictor.units))
+        frames = (None, None, self.feature_dim)
+        shapes = [
+            (self.normalizer, (frames,)),
+            (self.spec_augment, (frames,)),
+            (self.encoder, (frames,)),
+            (self.predictor, ()),
+            (self.joiner, ((None, self.encoder.units), (None, self.predictor.units))),
+            (self.simple_am, ((None, self.encoder.units),)),
+            (self.simple_lm, ((None, self.predictor.units),)),
+        ]
+        for layer, shape in shapes:  # (parts given built, or loaded, stay so)
+            if layer is not None and not layer.built:
+                layer.build(*shape)
         self.built = True
+
+    def build_from_config(self, config):
+        """Builds a loaded model: its shapes are its own (feature_dim, the parts)."""
+        self.build()
 
     def compile(self, *args, **kwargs):
         """keras.Model.compile; the simple projections train only with PrunedRnntLoss.
@@ -252,35 +251,25 @@ class Transducer(keras.Model):
         The features (zeros past the lengths) are cut into chunks of
         `chunk_frames` frames (the last one padded with zeros) and encoded
         one after the other with the encoder's states carried, as a
-        streaming runtime does. The LSTM
-        encoder streams exactly; the Conformer's chunk-masked attention
-        does when chunk_frames = chunk_size * subsampling (its default;
-        n * subsampling frames equal the offline call with chunk_size=n).
+        streaming runtime does. The LSTM encoder streams exactly; the
+        Conformer's chunk-masked attention does when chunk_frames =
+        chunk_size * subsampling (its default; n * subsampling frames equal
+        the offline call with chunk_size=n).
 
         Args:
           inputs: as `call`'s (features or audio, optional lengths).
           chunk_frames: feature frames per step, a positive multiple of the
-            encoder's subsampling (default: chunk_size * subsampling for the
-            Conformer, 4 * stack for the LSTMs).
+            encoder's subsampling (default: the encoder's
+            `default_chunk_frames`).
 
         Returns:
           (encoded [B, ceil(T / subsampling), H], 0 past the lengths;
           lengths [B]), as `encode(inputs, training=False)`. Eager only.
         """
-        stack = self.encoder.stack
+        sub = self.encoder.subsampling
         if chunk_frames is None:
-            size = self.encoder.chunk_size if self.encoder_kind == "conformer" else 4
-            chunk_frames = size * stack
-        if (
-            not isinstance(chunk_frames, int)
-            or isinstance(chunk_frames, bool)
-            or chunk_frames <= 0
-            or chunk_frames % stack
-        ):
-            raise ValueError(
-                f"chunk_frames must be a positive multiple of the encoder's "
-                f"subsampling ({stack}), got {chunk_frames!r}"
-            )
+            chunk_frames = self.encoder.default_chunk_frames
+        check_chunk_frames(chunk_frames, sub)
         values, lengths = self.features(inputs)
         values = float_values(values, "features")
         lengths = resolve_lengths(values, lengths)
@@ -293,14 +282,11 @@ class Transducer(keras.Model):
         outputs = []
         for c in range(chunks):
             chunk = values[:, c * chunk_frames : (c + 1) * chunk_frames]
-            if self.encoder_kind == "conformer":
-                count = tf.clip_by_value(lengths - c * chunk_frames, 0, chunk_frames)
-                encoded, states = self.encoder.step(chunk, states, count)
-            else:
-                encoded, states = self.encoder.step(chunk, states)
+            count = tf.clip_by_value(lengths - c * chunk_frames, 0, chunk_frames)
+            encoded, states = self.encoder.step(chunk, states, count)
             outputs.append(encoded)
-        out_lengths = (lengths + stack - 1) // stack
-        encoded = tf.concat(outputs, axis=1)[:, : -(-frames // stack)]
+        out_lengths = (lengths + sub - 1) // sub
+        encoded = tf.concat(outputs, axis=1)[:, : -(-frames // sub)]
         mask = tf.sequence_mask(out_lengths, tf.shape(encoded)[1], encoded.dtype)
         return encoded * mask[..., None], out_lengths
 
@@ -356,28 +342,65 @@ class Transducer(keras.Model):
 
     def get_config(self):
         config = super().get_config()
-        config.update(self._config)
+        serialize = keras.saving.serialize_keras_object
+        config.update(
+            vocab_size=self.vocab_size,
+            encoder=serialize(self.encoder),
+            predictor=serialize(self.predictor),
+            joiner=serialize(self.joiner),
+            features=None
+            if self.feature_layer is None
+            else serialize(self.feature_layer),
+            normalization=_normalization_config(self.normalizer),
+            augment=serialize(self.augment)
+            if isinstance(self.augment, SpecAugment)
+            else self.augment,
+            feature_dim=self.feature_dim,
+        )
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        """The model of a config, this layout's or 0.1's flat one (converted)."""
+        config = dict(config)
+        if is_legacy(config):
+            flat = split_legacy(config)
+            parts = legacy_parts(flat)
+            config.update(parts)
+        return cls(**config)
 
-def _conformer(
-    dim, layers, heads, kernel, subsampling, chunk_size, left_context, chunk_sizes,
-    dropout,
-):  # fmt: skip
-    """The ConformerEncoder of the Transducer's arguments, named as they are."""
-    check_positive("conformer_dim", dim, int)
-    check_positive("conformer_layers", layers, int)
-    check_positive("conformer_heads", heads, int)
-    if dim % heads:
-        raise ValueError(
-            f"conformer_heads must divide conformer_dim ({dim}), got {heads}"
-        )
-    if not isinstance(kernel, int) or isinstance(kernel, bool) or kernel < 2:
-        raise ValueError(f"conformer_kernel must be an int >= 2, got {kernel!r}")
-    if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise ValueError(f"encoder_dropout must lie in [0, 1), got {dropout!r}")
-    return ConformerEncoder(
-        dim, layers, heads, conv_kernel=kernel, chunk_size=chunk_size,
-        left_context=left_context, subsampling=subsampling, dropout=dropout,
-        chunk_sizes=chunk_sizes,
-    )  # fmt: skip
+
+def _feature_layer(features):
+    """The LogMelSpectrogram of the `features` argument (None: features in)."""
+    if features is None or isinstance(features, LogMelSpectrogram):
+        return features
+    if isinstance(features, Mapping) and "module" in features and "config" in features:
+        return keras.saving.deserialize_keras_object(dict(features))
+    if isinstance(features, Mapping):
+        return LogMelSpectrogram(**features)
+    raise ValueError(
+        "features must be None, a LogMelSpectrogram layer or a dict of its "
+        f"arguments, got {features!r}"
+    )
+
+
+def _normalizer(normalization):
+    """The FeatureNormalization of the `normalization` argument, or None."""
+    if normalization is None or isinstance(normalization, FeatureNormalization):
+        return normalization
+    if normalization == "global":
+        return FeatureNormalization("global")
+    if isinstance(normalization, Mapping) and "config" in normalization:
+        return keras.saving.deserialize_keras_object(dict(normalization))
+    raise ValueError(
+        'normalization must be None, "global" or a FeatureNormalization layer, '
+        f"got {normalization!r}"
+    )
+
+
+def _normalization_config(normalizer):
+    if normalizer is None:
+        return None
+    if normalizer.get_config().get("mode") == "global":
+        return "global"
+    return keras.saving.serialize_keras_object(normalizer)

@@ -4,26 +4,36 @@
 It trains on one machine or several; the models are decoded with CTC search.
 
     from tf_transducer.training import deepspeech_recipe as recipe
+    from tf_transducer.training.deepspeech_config import (
+        DeepSpeechDataConfig, DeepSpeechModelConfig, DeepSpeechRunConfig,
+        DeepSpeechTrainingConfig)
 
-    history = recipe.train(["train.csv"], "runs/ds", dev_files=["dev.csv"],
-                           sample_rate=8000, n_hidden=256, epochs=30)
+    history = recipe.train(DeepSpeechRunConfig(
+        model=DeepSpeechModelConfig(n_hidden=256, sample_rate=8000),
+        data=DeepSpeechDataConfig(train_files=("train.csv",), dev_files=("dev.csv",)),
+        training=DeepSpeechTrainingConfig(epochs=30)), "runs/ds")
     model, alphabet = recipe.load_checkpoint("runs/ds")
     wer, cer, pairs = recipe.evaluate(model, alphabet, ["test.csv"])
 
 The run folder holds the best weights (best.weights.h5), model.json (the
-model's and the alphabet's configuration), run.json, history.csv,
+model's and the alphabet's configuration), run.json (the whole
+DeepSpeechRunConfig and progress), history.csv,
 summaries/ and the checkpoints (backup/) that resume an interrupted run.
 """
 
+import dataclasses
 import json
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 
 from tf_transducer.training import speech
+from tf_transducer.training.deepspeech_config import DeepSpeechRunConfig
 from tf_transducer.training.distributed import is_chief, strategy_from_environment
+from tf_transducer.training.inputs import manifest_list, read_utterances
 from tf_transducer.training.loop import check_verbose
-from tf_transducer.training.transducer_recipe import manifest_list, read_utterances
 
 WEIGHTS, CONFIG = "best.weights.h5", "model.json"
 
@@ -72,66 +82,28 @@ def speech_data(utterances, alphabet, mfcc, skip_bad=False, name="manifests"):
 
 
 def train(
-    train_files,
-    checkpoint_dir,
+    config: DeepSpeechRunConfig,
+    checkpoint_dir: str,
     *,
-    dev_files=(),
-    alphabet=None,
-    model_config=None,
-    epochs=75,
-    batch_size=16,
-    dev_batch_size=16,
-    steps_per_epoch=0,
-    learning_rate=0.001,
-    beta1=0.9,
-    beta2=0.999,
-    epsilon=1e-8,
-    seed=4568,
-    early_stop=True,
-    es_epochs=25,
-    es_min_delta=0.05,
-    skip_bad=False,
-    summary_dir=None,
-    distribution="auto",
-    strategy=None,
-    overwrite=False,
-    callbacks=(),
-    verbose="auto",
-):
-    """Trains DeepSpeech; returns the history dict of this call.
+    strategy: Any = None,
+    overwrite: bool = False,
+    summary_dir: str | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+    verbose: str | int = "auto",
+) -> dict[str, list[float]] | None:
+    """Trains the DeepSpeech run a DeepSpeechRunConfig describes; returns its history.
 
     The history is None when the run in checkpoint_dir had finished earlier.
-    distribution, strategy, overwrite, callbacks and verbose are as in
-    `transducer_recipe.train`.
+    Re-runs resume, finish or are refused as in `transducer_recipe.train`.
 
     Args:
-      train_files: manifests (a list or a comma-separated string).
+      config: the run (`tf_transducer.training.deepspeech_config`);
+        data.train_files must name at least one manifest.
       checkpoint_dir: the run folder (on a file system every worker sees).
-      dev_files: validation manifests, as train_files.
-      alphabet: a CharacterAlphabet (default: English).
-      model_config: keyword arguments of `tf_transducer.models.DeepSpeech`
-        (n_hidden, n_context, dropout rates, sample_rate, feature_win_len,
-        feature_win_step, augment, ...); num_classes comes from the alphabet.
-      epochs: epochs to train.
-      batch_size: the global batch size (over every replica).
-      dev_batch_size: the batch size of the validation data.
-      steps_per_epoch: steps of an epoch (0: the whole set).
-      learning_rate: Adam's learning rate.
-      beta1: Adam's beta1.
-      beta2: Adam's beta2.
-      epsilon: Adam's epsilon.
-      seed: training's random seed.
-      early_stop: stop when the validation loss (the training loss without
-        dev data) stops improving.
-      es_epochs: early stopping's patience, in epochs.
-      es_min_delta: the least change of that loss that counts as improving.
-      skip_bad: drop (and count) unusable items instead of failing.
+      strategy: a tf.distribute strategy (default: `strategy_from_environment()`).
+      overwrite: start over in a run folder of another configuration.
       summary_dir: the epochs' summaries (default: summaries/ in the run
         folder).
-      distribution: which strategy to train under (see
-        `strategy_from_environment`), unless `strategy` is given.
-      strategy: a tf.distribute strategy, or None.
-      overwrite: start over in a run folder of another configuration.
       callbacks: Keras callbacks run at each epoch's end.
       verbose: as Keras `fit`'s: "auto" or 1: a progress bar through
         each epoch on a terminal (the chief's), else a line per epoch;
@@ -141,64 +113,61 @@ def train(
     from tf_transducer.losses import CtcLoss
     from tf_transducer.models import DeepSpeech
 
+    if not isinstance(config, DeepSpeechRunConfig):
+        raise ValueError(
+            "config must be a tf_transducer.training.deepspeech_config."
+            f"DeepSpeechRunConfig, got {type(config).__name__}"
+        )
     check_verbose(verbose)
-    strategy = strategy or strategy_from_environment(distribution)
+    strategy = strategy or strategy_from_environment()
     chief = is_chief(strategy)
-    alphabet = alphabet or CharacterAlphabet.english()
-    config = dict(model_config or {}, num_classes=alphabet.vocab_size)
-    train_manifests = manifest_list(train_files, "train_files")
+    data, training, opt = config.data, config.training, config.optimizer
+    alphabet = CharacterAlphabet(list(data.alphabet))
+    model_kwargs = config.model.keras_arguments(alphabet.vocab_size)
+    train_manifests = manifest_list(data.train_files, "data.train_files")
     if not train_manifests:
-        raise ValueError("train_files: give at least one manifest")
-    dev_manifests = manifest_list(dev_files, "dev_files")
-    run_config = dict(
-        model=config,
-        alphabet=alphabet.get_config(),
-        data=dict(
-            train_files=[os.path.abspath(p) for p in train_manifests],
-            dev_files=[os.path.abspath(p) for p in dev_manifests],
-        ),
-        training=dict(
-            epochs=epochs,
-            train_batch_size=batch_size,
-            train_steps_per_epoch=steps_per_epoch,
-            learning_rate=learning_rate,
-            beta1=beta1,
-            beta2=beta2,
-            epsilon=epsilon,
-            random_seed=seed,
-            early_stop=early_stop,
-            es_epochs=es_epochs,
-            es_min_delta=es_min_delta,
+        raise ValueError("data.train_files: give at least one manifest")
+    dev_manifests = manifest_list(data.dev_files, "data.dev_files")
+    config = dataclasses.replace(
+        config,
+        data=dataclasses.replace(
+            data,
+            train_files=tuple(os.path.abspath(p) for p in train_manifests),
+            dev_files=tuple(os.path.abspath(p) for p in dev_manifests),
         ),
     )
     run_dir = speech.run_directory(
-        checkpoint_dir, run_config, (WEIGHTS, CONFIG), overwrite, strategy
+        checkpoint_dir, config, (WEIGHTS, CONFIG), overwrite, strategy
     )
-    if run_dir.announce(epochs) == "done":
+    if run_dir.announce(training.epochs) == "done":
         return None
-    mfcc = DeepSpeech(**config).mfcc
+    mfcc = DeepSpeech(**model_kwargs).mfcc
     shard = speech.shard_utterances
     train_data = speech_data(
-        shard(read_utterances(train_manifests, "train_files"), strategy),
-        alphabet, mfcc, skip_bad, "train_files",
+        shard(read_utterances(train_manifests, "data.train_files"), strategy),
+        alphabet, mfcc, data.skip_bad, "data.train_files",
     )  # fmt: skip
     dev_data = None
     if dev_manifests:
         dev_data = speech_data(
-            shard(read_utterances(dev_manifests, "dev_files"), strategy),
-            alphabet, mfcc, skip_bad, "dev_files",
+            shard(read_utterances(dev_manifests, "data.dev_files"), strategy),
+            alphabet, mfcc, data.skip_bad, "data.dev_files",
         )  # fmt: skip
     if chief:
         path = run_dir.file(CONFIG)
         with open(path + ".tmp", "w") as f:
-            json.dump({"model": config, "alphabet": alphabet.get_config()}, f, indent=2)
+            json.dump(
+                {"model": model_kwargs, "alphabet": alphabet.get_config()}, f, indent=2
+            )
         os.replace(path + ".tmp", path)
 
     def model_fn(steps):
-        model = DeepSpeech(**config)
+        model = DeepSpeech(**model_kwargs)
         model.build()
         model.compile(
-            optimizer=keras.optimizers.Adam(learning_rate, beta1, beta2, epsilon),
+            optimizer=keras.optimizers.Adam(
+                opt.learning_rate, opt.beta1, opt.beta2, opt.epsilon
+            ),
             loss=CtcLoss(),
             jit_compile=False,
         )
@@ -208,16 +177,18 @@ def train(
         model_fn,
         train_data,
         run_dir,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
+        epochs=training.epochs,
+        batch_size=training.batch_size,
+        seed=training.seed,
         strategy=strategy,
         best_file=WEIGHTS,
         save_weights_only=True,
         dev_data=dev_data,
-        dev_batch_size=dev_batch_size,
-        early_stopping=(es_epochs, es_min_delta) if early_stop else None,
-        max_steps_per_epoch=steps_per_epoch or None,
+        dev_batch_size=training.dev_batch_size,
+        early_stopping=(
+            (training.es_epochs, training.es_min_delta) if training.early_stop else None
+        ),
+        max_steps_per_epoch=training.steps_per_epoch or None,
         summary_dir=summary_dir,
         callbacks=callbacks,
         verbose=verbose,

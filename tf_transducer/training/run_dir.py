@@ -64,6 +64,10 @@ class RunDirectory:
       overwrite: replace an earlier run whatever its configuration.
       read_only: check the folder but write nothing (the workers of a
         multi-worker run other than the chief).
+      upgrade: optional, a saved configuration -> the same in today's
+        layout (a run.json of an older release), compared then; it raises
+        ValueError for one it cannot read. The folder's run.json is written
+        in today's layout as the run goes on.
 
     Raises:
       ValueError: the folder holds a run of another configuration (each
@@ -71,7 +75,9 @@ class RunDirectory:
         run.json, and overwrite is False.
     """
 
-    def __init__(self, path, config, owned=(), overwrite=False, read_only=False):
+    def __init__(
+        self, path, config, owned=(), overwrite=False, read_only=False, upgrade=None
+    ):
         self.path = path
         self.config = _normalise(config)
         self.owned = tuple(owned)
@@ -90,8 +96,10 @@ class RunDirectory:
                     f"{path} already holds {', '.join(earlier)} from a run without "
                     f"{RUN_FILE}; use --overwrite to replace it, or another folder"
                 )
-        elif saved["config"] != self.config:
-            differences = config_differences(saved["config"], self.config)
+        elif self._saved_config(saved, upgrade) != self.config:
+            differences = config_differences(
+                self._saved_config(saved, upgrade), self.config
+            )
             raise ValueError(
                 f"{path} holds a run with another configuration ("
                 + "; ".join(differences[:8])
@@ -103,6 +111,18 @@ class RunDirectory:
             self.save_state()
 
     # -- the saved file -------------------------------------------------------
+
+    def _saved_config(self, saved, upgrade):
+        """The saved configuration, in today's layout where `upgrade` can read it."""
+        if upgrade is None:
+            return saved["config"]
+        try:
+            return _normalise(upgrade(saved["config"]))
+        except ValueError as error:
+            raise ValueError(
+                f"{self.file(RUN_FILE)}: {error}; use --overwrite to replace the "
+                "run, or another folder"
+            ) from None
 
     def file(self, name):
         return os.path.join(self.path, name)

@@ -48,14 +48,26 @@ def keras_pairs(dataset):
 def run_directory(checkpoint_dir, config, files, overwrite, strategy):
     """The run's folder: written by the chief, checked read-only by the others.
 
-    The chief owns `files`, the history and the summaries.
+    config: the run's `RootConfig` (run.json records `config.resolved()`,
+    where it has one; an older release's run.json is read through its
+    `from_legacy`). The chief owns `files`, the history and the summaries.
     """
+    resolved = config.resolved() if hasattr(config, "resolved") else config
+    root = type(config)
+
+    def upgrade(saved):
+        if isinstance(saved, dict) and "kind" in saved:
+            return saved
+        legacy = root.from_legacy(saved)
+        return (legacy.resolved() if hasattr(legacy, "resolved") else legacy).to_dict()
+
     return RunDirectory(
         checkpoint_dir,
-        config,
+        resolved.to_dict(),
         owned=(*files, HISTORY_FILE, SUMMARIES),
         overwrite=overwrite,
         read_only=not is_chief(strategy),
+        upgrade=upgrade,
     )
 
 

@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TransducerStream: streaming greedy recognition with an exported Transducer.
+
+It runs the four programs `export_transducer` writes (features, encoder,
+predictor, joiner; see `tf_transducer.export.transducer`) with the LiteRT
+interpreter: audio fed in any chunk sizes, greedy search run as encoder
+chunks complete. Its transcript equals the offline Keras greedy transcript
+(float programs).
+"""
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from tf_transducer.decoding.transducer import GreedyState, State, greedy_continue
+from tf_transducer.export._folders import read_meta
+from tf_transducer.export._runner import Program, check_audio, check_export_quantization
+
+MODEL = "tf_transducer.Transducer"
+
+PROGRAMS = ("features", "encoder", "predictor", "joiner")
+META_KEYS = (
+    "sample_rate",
+    "frame_length",
+    "frame_step",
+    "feature_dim",
+    "chunk_frames",
+    "stack",
+    "chunk_size",
+    "left_context",
+    "encoder_state_shapes",
+    "predictor_states",
+    "vocab_size",
+    "quantization",
+    "programs",
+)
+# The programs quantised in "dynamic" / "int8" exports; the others stay float.
+QUANTIZED = ("encoder", "predictor")
+
+
+class _TfliteSteps:
+    """The decoding step functions on the predictor and joiner programs."""
+
+    def __init__(
+        self, programs: Mapping[str, Program], meta: Mapping[str, Any]
+    ) -> None:
+        self.programs, self.meta = programs, meta
+
+    def start(self, batch: int) -> tuple[np.ndarray, State]:
+        if batch != 1:
+            raise ValueError("the TFLite programs decode one utterance at a time")
+        state = [
+            np.zeros([1, *shape], dtype)
+            for shape, dtype in zip(
+                self.meta["predictor_states"], _state_dtypes(self.meta), strict=True
+            )
+        ]
+        return self.predict(np.zeros([1], np.int32), state)
+
+    def predict(self, labels: np.ndarray, state: State) -> tuple[np.ndarray, State]:
+        inputs = {f"state_{i}": s for i, s in enumerate(state)}
+        out = self.programs["predictor"](label=np.asarray(labels, np.int32), **inputs)
+        new_state = [out[f"new_state_{i}"] for i in range(len(state))]
+        return out["decoder"], new_state
+
+    def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray:
+        return self.programs["joiner"](encoder=encoder, decoder=decoder)["logits"]
+
+
+class TransducerStream:
+    """Streaming greedy recognition with an exported Transducer (LiteRT).
+
+    Args:
+      export_dir: a folder written by `export_transducer`.
+      quantization: None (whatever the export holds, see `.quantization`),
+        or the mode expected ("float", "dynamic", "int8"): an export of
+        another mode is then an error.
+      num_threads: interpreter threads.
+      max_symbols_per_frame: of the greedy search.
+
+    Audio is mono float32 in [-1, 1] (int16 is scaled by 1 / 32768) at the
+    export's `sample_rate`.
+    """
+
+    def __init__(
+        self,
+        export_dir: str,
+        quantization: str | None = None,
+        num_threads: int = 1,
+        max_symbols_per_frame: int = 3,
+    ) -> None:
+        self.meta = read_meta(export_dir, MODEL, "Transducer", META_KEYS)
+        self.quantization = check_export_quantization(
+            export_dir, self.meta, quantization
+        )
+        from tf_transducer.data.text import load_text_encoder_json
+
+        self.text_encoder = load_text_encoder_json(
+            os.path.join(export_dir, "text_encoder.json")
+        )
+        m = self.meta
+        inputs = {
+            "features": ["audio"],
+            "encoder": ["features", "valid"]
+            + [f"state_{i}" for i in range(len(m["encoder_state_shapes"]))],
+            "predictor": ["label"]
+            + [f"state_{i}" for i in range(len(m["predictor_states"]))],
+            "joiner": ["encoder", "decoder"],
+        }
+        self.programs = {
+            name: Program(
+                os.path.join(export_dir, name + ".tflite"), num_threads, inputs[name]
+            )
+            for name in PROGRAMS
+        }
+        self._steps = _TfliteSteps(self.programs, self.meta)
+        self.max_symbols_per_frame = max_symbols_per_frame
+        self.reset()
+
+    @property
+    def sample_rate(self) -> int:
+        return self.meta["sample_rate"]
+
+    def reset(self) -> None:
+        m = self.meta
+        self._audio = np.zeros([0], np.float32)
+        self._features = np.zeros([0, m["feature_dim"]], np.float32)
+        self._states = [
+            np.zeros([1, *shape], np.float32) for shape in m["encoder_state_shapes"]
+        ]
+        self._search = GreedyState(self._steps, 1)
+
+    @property
+    def labels(self) -> list[int]:
+        return list(self._search.hyps[0])
+
+    def feed(self, audio: ArrayLike) -> None:
+        """Adds audio samples [N]; decodes every encoder chunk they complete."""
+        m = self.meta
+        self._audio = np.concatenate([self._audio, check_audio(audio)])
+        if len(self._audio) >= m["frame_length"]:
+            new = (len(self._audio) - m["frame_length"]) // m["frame_step"] + 1
+            used = (new - 1) * m["frame_step"] + m["frame_length"]
+            frames = self.programs["features"](audio=self._audio[np.newaxis, :used])
+            self._audio = self._audio[new * m["frame_step"] :]
+            self._features = np.concatenate([self._features, frames["features"][0]])
+        while len(self._features) >= m["chunk_frames"]:
+            self._encode(self._features[: m["chunk_frames"]], m["chunk_frames"])
+            self._features = self._features[m["chunk_frames"] :]
+
+    def finish(self) -> str:
+        """Decodes the last, partial chunk; returns the transcript."""
+        m = self.meta
+        valid = len(self._features)
+        if valid:
+            padded = np.zeros([m["chunk_frames"], m["feature_dim"]], np.float32)
+            padded[:valid] = self._features
+            self._encode(padded, valid)
+            self._features = self._features[:0]
+        return self.text_encoder.decode(self.labels)
+
+    def _encode(self, chunk: np.ndarray, valid: int) -> None:
+        m = self.meta
+        inputs = {f"state_{i}": s for i, s in enumerate(self._states)}
+        out = self.programs["encoder"](
+            features=chunk[np.newaxis], valid=np.array([valid], np.int32), **inputs
+        )
+        self._states = [out[f"new_state_{i}"] for i in range(len(self._states))]
+        frames = -(-valid // m["stack"])  # the stacked frames with real input
+        greedy_continue(
+            out["encoder"],
+            [frames],
+            self._steps,
+            self._search,
+            self.max_symbols_per_frame,
+        )
+
+    def transcribe(
+        self,
+        audio: ArrayLike,
+        chunk_samples: int = 1600,
+        sample_rate: int | None = None,
+    ) -> str:
+        """The transcript of a whole signal [N] fed in chunks.
+
+        sample_rate, when given, must be the export's (an error otherwise).
+        """
+        audio = check_audio(audio, sample_rate, self.sample_rate, allow_empty=False)
+        self.reset()
+        for start in range(0, len(audio), chunk_samples):
+            self.feed(audio[start : start + chunk_samples])
+        return self.finish()
+
+
+def _state_dtypes(meta: Mapping[str, Any]) -> list[str]:
+    """The prediction network's state dtypes an export.json records.
+
+    Exports written before "predictor_state_dtypes" existed name the kind
+    instead: a stateless network's state is its last labels (int32).
+    """
+    if "predictor_state_dtypes" in meta:
+        return list(meta["predictor_state_dtypes"])
+    dtype = "int32" if meta.get("predictor_kind") == "stateless" else "float32"
+    return [dtype] * len(meta["predictor_states"])
