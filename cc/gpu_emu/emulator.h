@@ -703,6 +703,19 @@ class Device {
          States().c_str());
   }
 
+  // What a thread is doing, as States() names it.
+  static std::string Doing(const ThreadState& s) {
+    if (s.wait == Wait::kBarrier) return std::string("at ") + s.op;
+    if (s.wait == Wait::kWarp) {
+      return Format("at %s(mask 0x%08x)", s.op, s.mask);
+    }
+    // In the order of Wait: kUnstarted, kRunning, kReady, (kBarrier,
+    // kWarp,) kExited.
+    static const char* const kNames[] = {
+        "not started", "running", "released", "", "", "exited"};
+    return kNames[static_cast<int>(s.wait)];
+  }
+
   // "warp 0: lanes 0-15 at __syncthreads, lanes 16-31 at
   // __shfl_xor_sync(mask 0xffffffff); warp 1: lanes 0-31 exited"
   std::string States() const {
@@ -712,29 +725,7 @@ class Device {
       for (int lane = 0; lane < 32; ++lane) {
         const size_t t = 32 * w + lane;
         if (t >= threads_.size()) break;
-        const ThreadState& s = threads_[t];
-        std::string what;
-        switch (s.wait) {
-          case Wait::kUnstarted:
-            what = "not started";
-            break;
-          case Wait::kRunning:
-            what = "running";
-            break;
-          case Wait::kReady:
-            what = "released";
-            break;
-          case Wait::kExited:
-            what = "exited";
-            break;
-          case Wait::kBarrier:
-            what = std::string("at ") + s.op;
-            break;
-          case Wait::kWarp:
-            what = Format("at %s(mask 0x%08x)", s.op, s.mask);
-            break;
-        }
-        groups[what] |= 1u << lane;
+        groups[Doing(threads_[t])] |= 1u << lane;
       }
       out += Format("%swarp %zu:", w ? "; " : "", w);
       bool first = true;

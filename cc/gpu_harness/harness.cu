@@ -526,14 +526,13 @@ struct RnntCase {
   }
 };
 
-template <typename T>
-RnntInputs<T> MakeRnntInputs(const RnntCase& c, Rng& rng) {
-  RnntInputs<T> in{c.B,
-                   c.T,
-                   c.S,
-                   c.C,
-                   c.R > 0 ? c.R : c.S + 1,
-                   c.type == RnntType::kRegular ? c.T + 1 : c.T};
+// What the cases of both losses (RnntCase, JointCase) draw alike, in this
+// order: their options, a boundary and symbols other than the blank; R rows
+// of logits per frame.
+template <typename T, typename Case>
+RnntInputs<T> RandomRnntInputs(const Case& c, int64_t R, Rng& rng) {
+  RnntInputs<T> in{c.B, c.T, c.S,
+                   c.C, R,   c.type == RnntType::kRegular ? c.T + 1 : c.T};
   in.blank = c.blank, in.type = c.type;
   in.delay_penalty = c.delay_penalty, in.clamp = c.clamp;
   in.emit = T(1) + T(c.fastemit);
@@ -545,6 +544,12 @@ RnntInputs<T> MakeRnntInputs(const RnntCase& c, Rng& rng) {
     while (y == c.blank);
     in.symbols.push_back(y);
   }
+  return in;
+}
+
+template <typename T>
+RnntInputs<T> MakeRnntInputs(const RnntCase& c, Rng& rng) {
+  RnntInputs<T> in = RandomRnntInputs<T>(c, c.R > 0 ? c.R : c.S + 1, rng);
   for (int64_t b = 0; c.R > 0 && b < c.B; ++b) {
     // Consecutive positions around the diagonal of b's rectangle.
     const int64_t* bnd = &in.boundary[4 * b];
@@ -779,16 +784,8 @@ class JointGpu {
 
   gpu::RnntJointProblem<T, L> Problem(const gpu::JointPlan&) const {
     return gpu::RnntJointProblem<T, L>{
-        in_.B,
-        in_.T_len,
-        in_.S,
-        in_.C,
-        J_,
-        encoder_.get(),
-        predictor_.get(),
-        weight_.get(),
-        bias_.get(),
-        activation_,
+        {in_.B, in_.T_len, in_.S, in_.C, J_, encoder_.get(), predictor_.get(),
+         weight_.get(), bias_.get(), activation_},
         scratch_->wide_weight.get(),
         scratch_->wide_bias.get(),
         scratch_->hidden.get(),
@@ -823,18 +820,6 @@ T ActivateCpu(JointActivation activation, T x) {
       return Max(x, T(0));
     default:
       return x;
-  }
-}
-
-template <typename T>
-T SlopeCpu(JointActivation activation, T h) {
-  switch (activation) {
-    case JointActivation::kTanh:
-      return T(1) - h * h;
-    case JointActivation::kRelu:
-      return h > T(0) ? T(1) : T(0);
-    default:
-      return T(1);
   }
 }
 
@@ -918,7 +903,7 @@ JointOutputs<T> RunJointCpu(const JointData<T>& d,
         dw[j * C + c] += hq * gq;
         sum += gq * weight[j * C + c];
       }
-      const T da = sum * SlopeCpu(d.activation, h[j]);
+      const T da = sum * ActivationSlope(d.activation, h[j]);
       de[frame * J + j] += da;
       dp[(b * W + s) * J + j] += da;
     }
@@ -968,21 +953,8 @@ struct JointCase {
 // Random inputs of a case, rounded to L (the same values on both sides).
 template <typename T, typename L>
 JointData<T> MakeJointData(const JointCase& c, Rng& rng) {
-  JointData<T> d{RnntInputs<T>{c.B, c.T, c.S, c.C, c.S + 1,
-                               c.type == RnntType::kRegular ? c.T + 1 : c.T},
-                 c.J, c.activation};
+  JointData<T> d{RandomRnntInputs<T>(c, c.S + 1, rng), c.J, c.activation};
   RnntInputs<T>& in = d.rnnt;
-  in.blank = c.blank, in.type = c.type;
-  in.delay_penalty = c.delay_penalty, in.clamp = c.clamp;
-  in.emit = T(1) + T(c.fastemit);
-  in.boundary = RandomBoundary(rng, c.B, c.S, c.T, c.general_boundary,
-                               c.type != RnntType::kRegular);
-  for (int64_t i = 0; i < c.B * c.S; ++i) {
-    int64_t y;
-    do y = rng.Int(0, c.C - 1);
-    while (y == c.blank);
-    in.symbols.push_back(y);
-  }
   for (int64_t b = 0; b < c.B; ++b) in.scale.push_back(rng.Uniform(-2, 2));
   const auto random = [&](int64_t n, double scale) {
     std::vector<T> x(n);
@@ -1514,6 +1486,38 @@ void WriteFile(const std::string& path, const std::vector<float>& x) {
   }
 }
 
+// DIR's targets.i32 [B, U], logit_lengths.i32 [B] and target_lengths.i32
+// [B] into in.symbols (padding as 0) and in.boundary rows (0, 0,
+// target_length, logit_length), and in.scale = -1 (d loss = -d score);
+// false, with a message, for a length or target out of range.
+bool ReadLabels(const std::string& dir, RnntInputs<float>* in) {
+  const int64_t B = in->B, Tn = in->T_len, U = in->S, V = in->C;
+  const auto targets = ReadFile<int32_t>(dir + "/targets.i32", B * U);
+  const auto logit_len = ReadFile<int32_t>(dir + "/logit_lengths.i32", B);
+  const auto target_len = ReadFile<int32_t>(dir + "/target_lengths.i32", B);
+  for (int64_t b = 0; b < B; ++b) {
+    if (target_len[b] < 0 || target_len[b] > U || logit_len[b] < 0 ||
+        logit_len[b] > Tn) {
+      std::fprintf(stderr, "sequence %lld: length out of range\n",
+                   (long long)b);
+      return false;
+    }
+    in->boundary.insert(in->boundary.end(),
+                        {0, 0, target_len[b], logit_len[b]});
+    for (int64_t u = 0; u < U; ++u) {
+      const int32_t y = targets[b * U + u];
+      if (u < target_len[b] && (y < 0 || y >= V)) {
+        std::fprintf(stderr, "targets[%lld, %lld] = %d is not in [0, V)\n",
+                     (long long)b, (long long)u, y);
+        return false;
+      }
+      in->symbols.push_back(y >= 0 && y < V ? y : 0);  // padding: unused
+    }
+  }
+  in->scale.assign(B, -1.0f);
+  return true;
+}
+
 int Compare(const std::string& dir) {
   long long B = 0, Tn = 0, U = 0, V = 0, blank = -1;
   std::ifstream shape_file(dir + "/shape.txt");
@@ -1525,28 +1529,7 @@ int Compare(const std::string& dir) {
   RnntInputs<float> in{B, Tn, U, V, U + 1, Tn + 1};  // regular
   in.blank = int(blank);
   in.logits = ReadFile<float>(dir + "/logits.f32", B * Tn * (U + 1) * V);
-  const auto targets = ReadFile<int32_t>(dir + "/targets.i32", B * U);
-  const auto logit_len = ReadFile<int32_t>(dir + "/logit_lengths.i32", B);
-  const auto target_len = ReadFile<int32_t>(dir + "/target_lengths.i32", B);
-  for (int64_t b = 0; b < B; ++b) {
-    if (target_len[b] < 0 || target_len[b] > U || logit_len[b] < 0 ||
-        logit_len[b] > Tn) {
-      std::fprintf(stderr, "sequence %lld: length out of range\n",
-                   (long long)b);
-      return 1;
-    }
-    in.boundary.insert(in.boundary.end(), {0, 0, target_len[b], logit_len[b]});
-    for (int64_t u = 0; u < U; ++u) {
-      const int32_t y = targets[b * U + u];
-      if (u < target_len[b] && (y < 0 || y >= V)) {
-        std::fprintf(stderr, "targets[%lld, %lld] = %d is not in [0, V)\n",
-                     (long long)b, (long long)u, y);
-        return 1;
-      }
-      in.symbols.push_back(y >= 0 && y < V ? y : 0);  // padding: unused
-    }
-  }
-  in.scale.assign(B, -1.0f);  // d loss = -d score
+  if (!ReadLabels(dir, &in)) return 1;
   const Outputs<float> out = RunRnnt<Gpu>(in, /*in_place=*/true);
   std::vector<float> loss(B);
   for (int64_t b = 0; b < B; ++b)
@@ -1578,28 +1561,7 @@ int CompareJoint(const std::string& dir) {
   d.predictor = ReadFile<float>(dir + "/predictor.f32", B * (U + 1) * J);
   d.weight = ReadFile<float>(dir + "/weight.f32", J * V);
   d.bias = ReadFile<float>(dir + "/bias.f32", V);
-  const auto targets = ReadFile<int32_t>(dir + "/targets.i32", B * U);
-  const auto logit_len = ReadFile<int32_t>(dir + "/logit_lengths.i32", B);
-  const auto target_len = ReadFile<int32_t>(dir + "/target_lengths.i32", B);
-  for (int64_t b = 0; b < B; ++b) {
-    if (target_len[b] < 0 || target_len[b] > U || logit_len[b] < 0 ||
-        logit_len[b] > Tn) {
-      std::fprintf(stderr, "sequence %lld: length out of range\n",
-                   (long long)b);
-      return 1;
-    }
-    in.boundary.insert(in.boundary.end(), {0, 0, target_len[b], logit_len[b]});
-    for (int64_t u = 0; u < U; ++u) {
-      const int32_t y = targets[b * U + u];
-      if (u < target_len[b] && (y < 0 || y >= V)) {
-        std::fprintf(stderr, "targets[%lld, %lld] = %d is not in [0, V)\n",
-                     (long long)b, (long long)u, y);
-        return 1;
-      }
-      in.symbols.push_back(y >= 0 && y < V ? y : 0);  // padding: unused
-    }
-  }
-  in.scale.assign(B, -1.0f);  // d loss = -d score
+  if (!ReadLabels(dir, &in)) return 1;
   JointGpu<float, float> loss(d, 0, 0);
   loss.Forward();
   loss.Backward();

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// Input checks shared by the op kernels (mutual_information_op.cc and
-// rnnt_loss_op.cc).  Each returns OkStatus, or an InvalidArgument that names
-// the input, the offending entry and the rule it breaks.  The values are
-// read on the host (the GPU kernels register these inputs as HostMemory).
+// Input checks shared by the op kernels (mutual_information_op.cc,
+// rnnt_loss_op.cc and rnnt_joint_op.cc).  Each returns OkStatus, or an
+// InvalidArgument that names the input, the offending entry and the rule it
+// breaks.  The values are read on the host (the GPU kernels register these
+// inputs as HostMemory).
 
 #ifndef TF_TRANSDUCER_CC_KERNELS_INPUT_CHECKS_H_
 #define TF_TRANSDUCER_CC_KERNELS_INPUT_CHECKS_H_
 
 #include <cstdint>
 
+#include "cc/kernels/rnnt_loss.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/lib/core/errors.h"
 
@@ -53,6 +55,40 @@ inline absl::Status CheckSymbols(const int64_t* symbols, int64_t B, int64_t S,
     }
   }
   return absl::OkStatus();
+}
+
+// delay_penalty: a scalar >= 0 of the maths' type, into *value.
+template <typename Scalar>
+absl::Status ReadDelayPenalty(const tensorflow::Tensor& penalty,
+                              Scalar* value) {
+  if (penalty.dims() != 0) {
+    return tensorflow::errors::InvalidArgument(
+        "delay_penalty must be a scalar, got shape ",
+        penalty.shape().DebugString());
+  }
+  *value = penalty.scalar<Scalar>()();
+  if (!(*value >= 0)) {
+    return tensorflow::errors::InvalidArgument(
+        "delay_penalty must be >= 0, got ", *value);
+  }
+  return absl::OkStatus();
+}
+
+// The termination symbol (blank) in [0, C); `source` names where C comes
+// from.
+inline absl::Status CheckTerminationSymbol(int blank, int64_t C,
+                                           const char* source) {
+  if (blank >= 0 && blank < C) return absl::OkStatus();
+  return tensorflow::errors::InvalidArgument(
+      "termination_symbol must lie in [0, C) with C = ", C, " (from ", source,
+      "), got ", blank);
+}
+
+// The modified and constrained lattices take a frame per symbol: T >= S.
+inline absl::Status CheckFramesForType(RnntType type, int64_t T, int64_t S) {
+  if (type == RnntType::kRegular || T >= S) return absl::OkStatus();
+  return tensorflow::errors::InvalidArgument(
+      "modified and constrained RNN-T need T >= S, got T = ", T, ", S = ", S);
 }
 
 }  // namespace tf_transducer

@@ -26,9 +26,7 @@ struct MutualInformation<CpuDevice, T> {
                           const MutualInformationProblem<T>& p,
                           std::vector<char>* illegal) {
     illegal->assign(p.batch, 0);
-    RunMutualInformationCpu(
-        p, ctx->device()->tensorflow_cpu_worker_threads()->workers,
-        illegal->data());
+    RunMutualInformationCpu(p, CpuWorkers(ctx), illegal->data());
     return absl::OkStatus();
   }
 };

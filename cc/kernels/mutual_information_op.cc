@@ -8,22 +8,11 @@
 #include <vector>
 
 #include "cc/kernels/input_checks.h"
+#include "cc/kernels/kernel_names.h"
 #include "cc/kernels/mutual_information_functor.h"
 #include "cc/kernels/op_device.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/framework/tensor_shape.h"
-#include "tensorflow/core/lib/core/errors.h"
 
 namespace tf_transducer {
-
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::errors::InvalidArgument;
 
 template <typename Device, typename Scalar>
 class MutualInformationOp : public OpKernel {

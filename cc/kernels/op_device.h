@@ -51,6 +51,12 @@ auto TensorData(const tensorflow::Tensor& t) {
   return reinterpret_cast<const Storage*>(t.flat<TfType>().data());
 }
 
+// TensorFlow's CPU thread pool for this op.
+inline tensorflow::thread::ThreadPool* CpuWorkers(
+    tensorflow::OpKernelContext* ctx) {
+  return ctx->device()->tensorflow_cpu_worker_threads()->workers;
+}
+
 namespace functor {
 
 struct CpuDevice {};

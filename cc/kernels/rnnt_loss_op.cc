@@ -35,27 +35,15 @@
 
 #include "cc/kernels/half_types.h"
 #include "cc/kernels/input_checks.h"
+#include "cc/kernels/kernel_names.h"
 #include "cc/kernels/log_space_math.h"
 #include "cc/kernels/mutual_information_functor.h"
 #include "cc/kernels/op_device.h"
 #include "cc/kernels/rnnt_loss.h"
 #include "cc/kernels/rnnt_recursion.h"
 #include "cc/kernels/row_math.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/framework/tensor_shape.h"
-#include "tensorflow/core/lib/core/errors.h"
 
 namespace tf_transducer {
-
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::errors::InvalidArgument;
-using ::tensorflow::thread::ThreadPool;
 
 namespace {
 
@@ -106,7 +94,7 @@ struct RnntLogProbs<CpuDevice, T, L> {
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     std::fill(pr.px, pr.px + pr.B * pr.S * pr.T1, kNegInf);
     std::fill(pr.py, pr.py + pr.B * (pr.S + 1) * pr.T_len, kNegInf);
-    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    ThreadPool* pool = CpuWorkers(ctx);
     const int64_t frames = pr.T_len;
     pool->ParallelFor(pr.B * frames,
                       ThreadPool::SchedulingParams::Adaptive(pr.R * pr.C * 8),
@@ -170,7 +158,7 @@ struct RnntGradient<CpuDevice, T, L> {
         }
       }
     };
-    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    ThreadPool* pool = CpuWorkers(ctx);
     const int64_t frames = p.T_len;
     pool->ParallelFor(p.B * frames,
                       ThreadPool::SchedulingParams::Adaptive(R * C * 4),
@@ -212,35 +200,22 @@ struct RnntGradient<GpuDevice, T, L> {
 // output) in Scalar: float for half, bfloat16 and float logits, double for
 // double.
 template <typename Device, typename TfL, typename Scalar, bool kPruned>
-class RnntLossOp : public OpKernel {
+class RnntLossOp : public RnntOpKernel<> {
   using L = typename StorageOf<TfL>::type;
 
  public:
-  explicit RnntLossOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank_));
-    std::string type;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type));
-    type_ = ParseRnntType(type);
-  }
+  using RnntOpKernel::RnntOpKernel;
 
   void Compute(OpKernelContext* ctx) override {
     Inputs in;
     OP_REQUIRES_OK(ctx, CheckInputs(ctx, &in));
-    Tensor* scores = nullptr;
-    Tensor* px_grad = nullptr;
-    Tensor* py_grad = nullptr;
-    Tensor* norms = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({in.B}), &scores));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            1, TensorShape({in.B, in.S, in.T1}), &px_grad));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            2, TensorShape({in.B, in.S + 1, in.T}), &py_grad));
+    Tensor* out[4];  // scores, px_grad, py_grad, normalizers
     OP_REQUIRES_OK(
-        ctx, ctx->allocate_output(3, TensorShape({in.B, in.T, in.R}), &norms));
+        ctx, AllocateLossOutputs(ctx, in.B, in.S, in.T, in.T1, in.R, out));
     FirstPassState first;
-    OP_REQUIRES_OK(ctx, FirstPass(ctx, in, norms, &first));
-    OP_REQUIRES_OK(
-        ctx, SecondPass(ctx, in, first.problem, scores, px_grad, py_grad));
+    OP_REQUIRES_OK(ctx, FirstPass(ctx, in, out[3], &first));
+    OP_REQUIRES_OK(ctx,
+                   SecondPass(ctx, in, first.problem, out[0], out[1], out[2]));
   }
 
  private:
@@ -269,15 +244,7 @@ class RnntLossOp : public OpKernel {
     TF_RETURN_IF_ERROR(ctx->input("delay_penalty", &penalty));
     const Tensor& logits = *in->logits;
     const Tensor& symbols = *in->symbols;
-    if (penalty->dims() != 0) {
-      return InvalidArgument("delay_penalty must be a scalar, got shape ",
-                             penalty->shape().DebugString());
-    }
-    in->delay_penalty = penalty->scalar<Scalar>()();
-    if (!(in->delay_penalty >= 0)) {
-      return InvalidArgument("delay_penalty must be >= 0, got ",
-                             in->delay_penalty);
-    }
+    TF_RETURN_IF_ERROR(ReadDelayPenalty(*penalty, &in->delay_penalty));
     if (logits.dims() != 4) {
       return InvalidArgument("logits must have rank 4 [B, T, ",
                              kPruned ? "s_range" : "S + 1", ", C], got ",
@@ -307,15 +274,8 @@ class RnntLossOp : public OpKernel {
       TF_RETURN_IF_ERROR(ctx->input("ranges", &in->ranges));
       TF_RETURN_IF_ERROR(CheckRanges(*in->ranges, B, T, R, S));
     }
-    if (blank_ < 0 || blank_ >= C) {
-      return InvalidArgument("termination_symbol must lie in [0, C) with C = ",
-                             C, ", got ", blank_);
-    }
-    if (type_ != RnntType::kRegular && T < S) {
-      return InvalidArgument(
-          "modified and constrained RNN-T need T >= S, got T = ", T,
-          ", S = ", S);
-    }
+    TF_RETURN_IF_ERROR(CheckTerminationSymbol(attrs_.blank, C, "logits"));
+    TF_RETURN_IF_ERROR(CheckFramesForType(attrs_.type, T, S));
     TF_RETURN_IF_ERROR(CheckSymbols(symbols.flat<int64_t>().data(), B, S, C));
     TF_RETURN_IF_ERROR(CheckBoundary(*in->boundary, B, S, T));
     in->B = B;
@@ -323,7 +283,7 @@ class RnntLossOp : public OpKernel {
     in->R = R;
     in->C = C;
     in->S = S;
-    in->T1 = type_ == RnntType::kRegular ? T + 1 : T;
+    in->T1 = attrs_.T1(T);
     return absl::OkStatus();
   }
 
@@ -359,12 +319,7 @@ class RnntLossOp : public OpKernel {
     TF_RETURN_IF_ERROR(ctx->allocate_temp(
         dt, TensorShape({in.B, in.S + 1, in.T}), &state->py));
     RnntProblem<Scalar, L>& pr = state->problem;
-    pr.B = in.B;
-    pr.T_len = in.T;
-    pr.S = in.S;
-    pr.C = in.C;
-    pr.R = in.R;
-    pr.T1 = in.T1;
+    pr = {in.B, in.T, in.S, in.C, in.R, in.T1};
     TF_RETURN_IF_ERROR(functor::Int64Input<Device>()(
         ctx, in.symbols->template flat<int64_t>().data(), in.B * in.S,
         &state->symbols, &pr.symbols));
@@ -381,8 +336,8 @@ class RnntLossOp : public OpKernel {
     pr.px = state->px.template flat<Scalar>().data();
     pr.py = state->py.template flat<Scalar>().data();
     pr.norms = norms->flat<Scalar>().data();
-    pr.blank = blank_;
-    pr.type = type_;
+    pr.blank = attrs_.blank;
+    pr.type = attrs_.type;
     pr.delay_penalty = in.delay_penalty;
     return functor::RnntLogProbs<Device, Scalar, L>()(ctx, pr);
   }
@@ -392,38 +347,23 @@ class RnntLossOp : public OpKernel {
   absl::Status SecondPass(OpKernelContext* ctx, const Inputs& in,
                           const RnntProblem<Scalar, L>& pr, Tensor* scores,
                           Tensor* px_grad, Tensor* py_grad) const {
-    std::vector<char> illegal;
-    TF_RETURN_IF_ERROR((RnntRecursion<Device, Scalar>(
-        ctx, in.B, in.S, in.T, in.T1, pr.px, pr.py, pr.boundary, scores,
-        px_grad, py_grad, &illegal)));
-    for (int64_t b = 0; b < in.B; ++b) {
-      if (illegal[b]) {
-        return InvalidArgument("logits must be finite or -inf; sequence ", b,
-                               " of logits ", in.logits->shape().DebugString(),
-                               " has a NaN or +inf");
-      }
-    }
-    return absl::OkStatus();
+    int64_t illegal;
+    TF_RETURN_IF_ERROR((RnntRecursion<Device, Scalar>(ctx, pr, scores, px_grad,
+                                                      py_grad, &illegal)));
+    if (illegal < 0) return absl::OkStatus();
+    return InvalidArgument("logits must be finite or -inf; sequence ", illegal,
+                           " of logits ", in.logits->shape().DebugString(),
+                           " has a NaN or +inf");
   }
-
-  int blank_;
-  RnntType type_;
 };
 
 // Pass 3: scale[b] * d scores[b] / d logits, for full or pruned logits.
 template <typename Device, typename TfL, typename Scalar, bool kPruned>
-class RnntLossGradOp : public OpKernel {
+class RnntLossGradOp : public RnntOpKernel<> {
   using L = typename StorageOf<TfL>::type;
 
  public:
-  explicit RnntLossGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("termination_symbol", &blank_));
-    std::string type;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("rnnt_type", &type));
-    type_ = ParseRnntType(type);
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("clamp", &clamp_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("fastemit_lambda", &fastemit_lambda_));
-  }
+  using RnntOpKernel::RnntOpKernel;
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor* in[6];
@@ -445,7 +385,7 @@ class RnntLossGradOp : public OpKernel {
     const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
                   R = logits.dim_size(2), C = logits.dim_size(3),
                   S = symbols.dim_size(1);
-    const int64_t T1 = type_ == RnntType::kRegular ? T + 1 : T;
+    const int64_t T1 = attrs_.T1(T);
     const int64_t* ranges = nullptr;
     bool ranges_ok = !kPruned && R == S + 1;
     if (kPruned) {
@@ -473,8 +413,7 @@ class RnntLossGradOp : public OpKernel {
                         py_grad.shape().DebugString(), ", normalizers ",
                         norms.shape().DebugString(), ", scale ",
                         scale.shape().DebugString()));
-    OP_REQUIRES(ctx, blank_ >= 0 && blank_ < C,
-                InvalidArgument("termination_symbol must lie in [0, C)"));
+    OP_REQUIRES_OK(ctx, CheckTerminationSymbol(attrs_.blank, C, "logits"));
     const int64_t* sym = symbols.flat<int64_t>().data();
     OP_REQUIRES_OK(ctx, CheckSymbols(sym, B, S, C));
     // The gradient takes the logits' buffer when nothing else holds it (in a
@@ -483,13 +422,7 @@ class RnntLossGradOp : public OpKernel {
     Tensor* grad = nullptr;
     OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
                             {0}, 0, logits.shape(), &grad));
-    RnntGradientProblem<Scalar, L> p;
-    p.B = B;
-    p.T_len = T;
-    p.S = S;
-    p.C = C;
-    p.R = R;
-    p.T1 = T1;
+    RnntGradientProblem<Scalar, L> p{B, T, S, C, R, T1};
     Tensor symbols_copy, ranges_copy;
     OP_REQUIRES_OK(ctx, functor::Int64Input<Device>()(
                             ctx, sym, B * S, &symbols_copy, &p.symbols));
@@ -504,89 +437,60 @@ class RnntLossGradOp : public OpKernel {
     p.norms = norms.flat<Scalar>().data();
     p.scale = scale.flat<Scalar>().data();
     p.grad = const_cast<L*>(TensorData<TfL>(*grad));
-    p.blank = blank_;
-    p.constrained = type_ == RnntType::kConstrained;
-    p.emit = Scalar(1) + static_cast<Scalar>(fastemit_lambda_);
-    p.clamp = static_cast<Scalar>(clamp_);
+    p.blank = attrs_.blank;
+    p.constrained = attrs_.type == RnntType::kConstrained;
+    p.emit = Scalar(1) + static_cast<Scalar>(attrs_.fastemit_lambda);
+    p.clamp = static_cast<Scalar>(attrs_.clamp);
     OP_REQUIRES_OK(ctx, functor::RnntGradient<Device, Scalar, L>()(ctx, p));
   }
-
- private:
-  int blank_;
-  RnntType type_;
-  float clamp_;
-  float fastemit_lambda_;
 };
 
-// Kernels for logits of type TL with the maths in T: (half, float),
-// (bfloat16, float), (float, float), (double, double).
-#define TF_TRANSDUCER_REGISTER_RNNT(TL, T)                                   \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLoss")                       \
-                              .Device(DEVICE_CPU)                            \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossOp<functor::CpuDevice, TL, T, false>);     \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                   \
-                              .Device(DEVICE_CPU)                            \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossGradOp<functor::CpuDevice, TL, T, false>); \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")                 \
-                              .Device(DEVICE_CPU)                            \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossOp<functor::CpuDevice, TL, T, true>);      \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")             \
-                              .Device(DEVICE_CPU)                            \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossGradOp<functor::CpuDevice, TL, T, true>)
+// Kernels for logits of type TL with the maths in T
+// (TF_TRANSDUCER_LOSS_TYPES).
+#define TF_TRANSDUCER_REGISTER_RNNT(TL, T)                   \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                        \
+      "TfTransducerRnntLoss", DEVICE_CPU, , TL, T,           \
+      RnntLossOp<functor::CpuDevice, TL, T, false>);         \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                        \
+      "TfTransducerRnntLossGrad", DEVICE_CPU, , TL, T,       \
+      RnntLossGradOp<functor::CpuDevice, TL, T, false>);     \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                        \
+      "TfTransducerRnntLossPruned", DEVICE_CPU, , TL, T,     \
+      RnntLossOp<functor::CpuDevice, TL, T, true>);          \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                        \
+      "TfTransducerRnntLossPrunedGrad", DEVICE_CPU, , TL, T, \
+      RnntLossGradOp<functor::CpuDevice, TL, T, true>)
 
-TF_TRANSDUCER_REGISTER_RNNT(Eigen::half, float);
-TF_TRANSDUCER_REGISTER_RNNT(tensorflow::bfloat16, float);
-TF_TRANSDUCER_REGISTER_RNNT(float, float);
-TF_TRANSDUCER_REGISTER_RNNT(double, double);
+TF_TRANSDUCER_LOSS_TYPES(TF_TRANSDUCER_REGISTER_RNNT);
 #undef TF_TRANSDUCER_REGISTER_RNNT
 
 #if GOOGLE_CUDA
 // The integer inputs and the delay penalty stay on the host, where they are
 // checked before anything is launched (op_device.h).
-#define TF_TRANSDUCER_REGISTER_RNNT_GPU(TL, T)                               \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLoss")                       \
-                              .Device(tensorflow::DEVICE_GPU)                \
-                              .HostMemory("symbols")                         \
-                              .HostMemory("boundary")                        \
-                              .HostMemory("delay_penalty")                   \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossOp<functor::GpuDevice, TL, T, false>);     \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossGrad")                   \
-                              .Device(tensorflow::DEVICE_GPU)                \
-                              .HostMemory("symbols")                         \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossGradOp<functor::GpuDevice, TL, T, false>); \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPruned")                 \
-                              .Device(tensorflow::DEVICE_GPU)                \
-                              .HostMemory("symbols")                         \
-                              .HostMemory("ranges")                          \
-                              .HostMemory("boundary")                        \
-                              .HostMemory("delay_penalty")                   \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossOp<functor::GpuDevice, TL, T, true>);      \
-  REGISTER_KERNEL_BUILDER(Name("TfTransducerRnntLossPrunedGrad")             \
-                              .Device(tensorflow::DEVICE_GPU)                \
-                              .HostMemory("symbols")                         \
-                              .HostMemory("ranges")                          \
-                              .TypeConstraint<TL>("T")                       \
-                              .TypeConstraint<T>("Tacc"),                    \
-                          RnntLossGradOp<functor::GpuDevice, TL, T, true>)
+#define TF_TRANSDUCER_REGISTER_RNNT_GPU(TL, T)                  \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                           \
+      "TfTransducerRnntLoss", tensorflow::DEVICE_GPU,           \
+      .HostMemory("symbols")                                    \
+          .HostMemory("boundary")                               \
+          .HostMemory("delay_penalty"),                         \
+      TL, T, RnntLossOp<functor::GpuDevice, TL, T, false>);     \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                           \
+      "TfTransducerRnntLossGrad", tensorflow::DEVICE_GPU,       \
+      .HostMemory("symbols"), TL, T,                            \
+      RnntLossGradOp<functor::GpuDevice, TL, T, false>);        \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                           \
+      "TfTransducerRnntLossPruned", tensorflow::DEVICE_GPU,     \
+      .HostMemory("symbols")                                    \
+          .HostMemory("ranges")                                 \
+          .HostMemory("boundary")                               \
+          .HostMemory("delay_penalty"),                         \
+      TL, T, RnntLossOp<functor::GpuDevice, TL, T, true>);      \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                           \
+      "TfTransducerRnntLossPrunedGrad", tensorflow::DEVICE_GPU, \
+      .HostMemory("symbols").HostMemory("ranges"), TL, T,       \
+      RnntLossGradOp<functor::GpuDevice, TL, T, true>)
 
-TF_TRANSDUCER_REGISTER_RNNT_GPU(Eigen::half, float);
-TF_TRANSDUCER_REGISTER_RNNT_GPU(tensorflow::bfloat16, float);
-TF_TRANSDUCER_REGISTER_RNNT_GPU(float, float);
-TF_TRANSDUCER_REGISTER_RNNT_GPU(double, double);
+TF_TRANSDUCER_LOSS_TYPES(TF_TRANSDUCER_REGISTER_RNNT_GPU);
 #undef TF_TRANSDUCER_REGISTER_RNNT_GPU
 #endif  // GOOGLE_CUDA
 

@@ -15,23 +15,12 @@
 #include <vector>
 
 #include "cc/kernels/half_types.h"
+#include "cc/kernels/kernel_names.h"
 #include "cc/kernels/op_device.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/framework/tensor_shape.h"
-#include "tensorflow/core/lib/core/errors.h"
 
 namespace tf_transducer {
 
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
 using ::tensorflow::TensorShapeUtils;
-using ::tensorflow::errors::InvalidArgument;
-using ::tensorflow::thread::ThreadPool;
 
 namespace {
 
@@ -84,7 +73,7 @@ class RnntPruningGradOp : public OpKernel {
     const T* lm_in = TensorData<TfT>(lm_pruned);
     T* am_out = reinterpret_cast<T*>(am_grad->flat<TfT>().data());
     T* lm_out = reinterpret_cast<T*>(lm_grad->flat<TfT>().data());
-    ThreadPool* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    ThreadPool* pool = CpuWorkers(ctx);
 
     pool->ParallelFor(B * T_len,
                       ThreadPool::SchedulingParams::Adaptive(R * C * 2),

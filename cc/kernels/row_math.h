@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Loops over one row of C logits on the CPU, shared by the fused RNN-T loss
-// kernels (rnnt_loss_op.cc, rnnt_joint_op.cc), compiled for several
+// kernels (rnnt_loss_op.cc, rnnt_joint_cpu.h), compiled for several
 // instruction sets (the best the CPU has is picked when the library loads).
 
 #ifndef TF_TRANSDUCER_CC_KERNELS_ROW_MATH_H_

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A blocked matrix product for the joint loss's tiles (rnnt_joint_op.cc):
+// A blocked matrix product for the joint loss's tiles (rnnt_joint_cpu.h):
 //
 //   C[m, n] = beta * C[m, n] + sum_k A(m, k) B(k, n),   beta in {0, 1},
 //

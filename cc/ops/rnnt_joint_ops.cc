@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Registration of the RNN-T loss fused with its joint network.
 
+#include "cc/ops/rnnt_op_shapes.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace tf_transducer {
-
-using ::tensorflow::Status;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
 
 namespace {
 
@@ -51,17 +47,7 @@ Status JointLossShapes(InferenceContext* c) {
   TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 0, &penalty));
   TF_RETURN_IF_ERROR(c->Merge(d.batch, c->Dim(boundary, 0), &d.batch));
   TF_RETURN_IF_ERROR(c->WithValue(c->Dim(boundary, 1), 4, &four));
-  std::string rnnt_type;
-  TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
-  DimensionHandle px_frames = d.frames;
-  if (rnnt_type == "regular") {
-    TF_RETURN_IF_ERROR(c->Add(d.frames, 1, &px_frames));
-  }
-  c->set_output(0, c->Vector(d.batch));
-  c->set_output(1, c->MakeShape({d.batch, d.symbols, px_frames}));
-  c->set_output(2, c->MakeShape({d.batch, d.rows, d.frames}));
-  c->set_output(3, c->MakeShape({d.batch, d.frames, d.rows}));
-  return Status();
+  return SetLossOutputs(c, d.batch, d.symbols, d.frames, d.rows, d.rows);
 }
 
 // The gradients have the shapes of encoder, predictor, weight and bias.
@@ -88,17 +74,9 @@ REGISTER_OP("TfTransducerRnntJointLoss")
     .Input("symbols: int64")
     .Input("boundary: int64")
     .Input("delay_penalty: Tacc")
-    .Output("scores: Tacc")
-    .Output("px_grad: Tacc")
-    .Output("py_grad: Tacc")
-    .Output("normalizers: Tacc")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("Tacc: {float, double} = DT_FLOAT")
-    .Attr("termination_symbol: int")
-    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
+    .TF_TRANSDUCER_RNNT_LOSS_OUTPUTS()
+    .TF_TRANSDUCER_RNNT_ATTRS()
     .Attr("activation: {'tanh', 'relu', 'identity'} = 'tanh'")
-    .Attr("clamp: float = -1.0")
-    .Attr("fastemit_lambda: float = 0.0")
     .Attr("allow_tf32: bool = false")
     .SetShapeFn(JointLossShapes)
     .Doc(R"doc(
@@ -128,21 +106,13 @@ REGISTER_OP("TfTransducerRnntJointLossGrad")
     .Input("weight: T")
     .Input("bias: T")
     .Input("symbols: int64")
-    .Input("px_grad: Tacc")
-    .Input("py_grad: Tacc")
-    .Input("normalizers: Tacc")
-    .Input("scale: Tacc")
+    .TF_TRANSDUCER_RNNT_GRAD_INPUTS()
     .Output("encoder_grad: T")
     .Output("predictor_grad: T")
     .Output("weight_grad: T")
     .Output("bias_grad: T")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("Tacc: {float, double} = DT_FLOAT")
-    .Attr("termination_symbol: int")
-    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
+    .TF_TRANSDUCER_RNNT_ATTRS()
     .Attr("activation: {'tanh', 'relu', 'identity'} = 'tanh'")
-    .Attr("clamp: float = -1.0")
-    .Attr("fastemit_lambda: float = 0.0")
     .Attr("allow_tf32: bool = false")
     .SetShapeFn(JointGradShapes)
     .Doc(R"doc(

@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Registration of the fused RNN-T loss ops.
 
+#include "cc/ops/rnnt_op_shapes.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace tf_transducer {
-
-using ::tensorflow::Status;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
 
 namespace {
 
@@ -50,17 +46,8 @@ Status LossShapes(InferenceContext* c, bool pruned) {
   } else {  // logits [B, T, S + 1, C]
     TF_RETURN_IF_ERROR(c->Merge(s_plus_1, c->Dim(logits, 2), &s_plus_1));
   }
-  std::string rnnt_type;
-  TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
-  DimensionHandle px_frames = frames;
-  if (rnnt_type == "regular") {
-    TF_RETURN_IF_ERROR(c->Add(frames, 1, &px_frames));
-  }
-  c->set_output(0, c->Vector(batch));
-  c->set_output(1, c->MakeShape({batch, c->Dim(symbols, 1), px_frames}));
-  c->set_output(2, c->MakeShape({batch, s_plus_1, frames}));
-  c->set_output(3, c->MakeShape({batch, frames, c->Dim(logits, 2)}));
-  return Status();
+  return SetLossOutputs(c, batch, c->Dim(symbols, 1), frames, s_plus_1,
+                        c->Dim(logits, 2));
 }
 
 }  // namespace
@@ -70,16 +57,8 @@ REGISTER_OP("TfTransducerRnntLoss")
     .Input("symbols: int64")
     .Input("boundary: int64")
     .Input("delay_penalty: Tacc")
-    .Output("scores: Tacc")
-    .Output("px_grad: Tacc")
-    .Output("py_grad: Tacc")
-    .Output("normalizers: Tacc")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("Tacc: {float, double} = DT_FLOAT")
-    .Attr("termination_symbol: int")
-    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
-    .Attr("clamp: float = -1.0")
-    .Attr("fastemit_lambda: float = 0.0")
+    .TF_TRANSDUCER_RNNT_LOSS_OUTPUTS()
+    .TF_TRANSDUCER_RNNT_ATTRS()
     .SetShapeFn([](InferenceContext* c) { return LossShapes(c, false); })
     .Doc(R"doc(
 RNN-T log-likelihood of joiner logits, fused: the log-softmax normalisers,
@@ -108,17 +87,9 @@ fastemit_lambda: FastEmit regularisation (arXiv 2010.11148): the gradient op
 REGISTER_OP("TfTransducerRnntLossGrad")
     .Input("logits: T")
     .Input("symbols: int64")
-    .Input("px_grad: Tacc")
-    .Input("py_grad: Tacc")
-    .Input("normalizers: Tacc")
-    .Input("scale: Tacc")
+    .TF_TRANSDUCER_RNNT_GRAD_INPUTS()
     .Output("logits_grad: T")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("Tacc: {float, double} = DT_FLOAT")
-    .Attr("termination_symbol: int")
-    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
-    .Attr("clamp: float = -1.0")
-    .Attr("fastemit_lambda: float = 0.0")
+    .TF_TRANSDUCER_RNNT_ATTRS()
     .SetShapeFn(GradShapes)
     .Doc(R"doc(
 scale[b] * d scores[b] / d logits for TfTransducerRnntLoss, in one pass over
@@ -134,16 +105,8 @@ REGISTER_OP("TfTransducerRnntLossPruned")
     .Input("ranges: int64")
     .Input("boundary: int64")
     .Input("delay_penalty: Tacc")
-    .Output("scores: Tacc")
-    .Output("px_grad: Tacc")
-    .Output("py_grad: Tacc")
-    .Output("normalizers: Tacc")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("Tacc: {float, double} = DT_FLOAT")
-    .Attr("termination_symbol: int")
-    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
-    .Attr("clamp: float = -1.0")
-    .Attr("fastemit_lambda: float = 0.0")
+    .TF_TRANSDUCER_RNNT_LOSS_OUTPUTS()
+    .TF_TRANSDUCER_RNNT_ATTRS()
     .SetShapeFn([](InferenceContext* c) { return LossShapes(c, true); })
     .Doc(R"doc(
 TfTransducerRnntLoss on a pruned joiner's logits [B, T, s_range, C]: row j of
@@ -157,17 +120,9 @@ REGISTER_OP("TfTransducerRnntLossPrunedGrad")
     .Input("logits: T")
     .Input("symbols: int64")
     .Input("ranges: int64")
-    .Input("px_grad: Tacc")
-    .Input("py_grad: Tacc")
-    .Input("normalizers: Tacc")
-    .Input("scale: Tacc")
+    .TF_TRANSDUCER_RNNT_GRAD_INPUTS()
     .Output("logits_grad: T")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("Tacc: {float, double} = DT_FLOAT")
-    .Attr("termination_symbol: int")
-    .Attr("rnnt_type: {'regular', 'modified', 'constrained'} = 'regular'")
-    .Attr("clamp: float = -1.0")
-    .Attr("fastemit_lambda: float = 0.0")
+    .TF_TRANSDUCER_RNNT_ATTRS()
     .SetShapeFn(GradShapes)
     .Doc(R"doc(
 scale[b] * d scores[b] / d logits for TfTransducerRnntLossPruned.

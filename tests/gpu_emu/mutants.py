@@ -52,11 +52,11 @@ MUTANTS = (
         "      bs[k][n] = inside ? b.At(k0 + k, n0 + n) : T(0);\n    }\n",
     ),
     Mutant(
-        "joint log-probs reduce over half a warp",
-        "cc/kernels/gpu/rnnt_joint.cu",
-        "  T m = LaneMax(x, p.C, lane, kWarp, &nan);\n"
+        "a row's max reduced over half a warp",
+        "cc/kernels/gpu/warp_row.h",
+        "  T max = LaneMax(x, C, lane, kWarp, &nan);\n"
         "  for (int offset = kWarp / 2; offset > 0; offset /= 2) {\n",
-        "  T m = LaneMax(x, p.C, lane, kWarp, &nan);\n"
+        "  T max = LaneMax(x, C, lane, kWarp, &nan);\n"
         "  for (int offset = kWarp / 4; offset > 0; offset /= 2) {\n",
     ),
     Mutant(
@@ -86,7 +86,7 @@ MUTANTS = (
     ),
     Mutant(
         "row shuffles leave lane 31 out of their mask",
-        "cc/kernels/gpu/rnnt_loss.cu",
+        "cc/kernels/gpu/warp_row.h",
         "constexpr unsigned kFullMask = 0xffffffffu;",
         "constexpr unsigned kFullMask = 0x7fffffffu;",
     ),

@@ -51,11 +51,19 @@ template <typename T>
 LaunchStatus MutualInformation(const MutualInformationProblem<T>& p,
                                char* illegal, void* stream);
 
+// The (maths' type T, inputs' type L) pairs the loss launchers are
+// instantiated for; X(T, L) is called once per pair.
+#define TF_TRANSDUCER_GPU_LOSS_TYPES(X) \
+  X(float, float);                      \
+  X(double, double);                    \
+  X(float, Half);                       \
+  X(float, BFloat16)
+
 // Pass 1 of the fused RNN-T loss: fills p.px and p.py with -inf, then writes
 // every used row's normaliser, px and py (a warp per row) and finishes the
 // px rows (rnnt_type, delay penalty); unused rows get a normaliser of 0.
-// All pointers of `p` are device pointers.  Instantiated for (T, L) =
-// (float, float), (double, double), (float, Half) and (float, BFloat16).
+// All pointers of `p` are device pointers.  Instantiated for
+// TF_TRANSDUCER_GPU_LOSS_TYPES.
 template <typename T, typename L>
 LaunchStatus RnntLogProbs(const RnntProblem<T, L>& p, void* stream);
 
@@ -139,16 +147,11 @@ JointPlan PlanJointChunks(const int64_t* ranges, int64_t frames, int64_t T_len,
 // take kExact.
 enum class JointProducts { kExact, kTensorCores };
 
-// The joint's inputs and the chunk scratch, all device pointers.  Inputs of
-// type L (float, double, Half, BFloat16), the maths in T.
+// The joint's inputs (rnnt_joint.h) and the chunk scratch, all device
+// pointers.  Inputs of type L (float, double, Half, BFloat16), the maths in
+// T.
 template <typename T, typename L>
-struct RnntJointProblem {
-  int64_t B, T_len, S, C, J;
-  const L* encoder;    // [B, T, J]
-  const L* predictor;  // [B, S + 1, J]
-  const L* weight;     // [J, C]
-  const L* bias;       // [C]
-  JointActivation activation;
+struct RnntJointProblem : RnntJointInputs<L> {
   T* wide_weight;      // [J, C] and [C]: weight and bias widened to T
   T* wide_bias;        // (16-bit inputs only; null when L is T)
   T* hidden;           // [max_rows, J]

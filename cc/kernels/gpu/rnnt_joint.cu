@@ -39,6 +39,7 @@
 
 #include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
+#include "cc/kernels/gpu/warp_row.h"
 #include "cc/kernels/half_types.h"
 #include "cc/kernels/rnnt_joint.h"
 #include "cc/kernels/rnnt_loss.h"
@@ -91,9 +92,6 @@ JointPlan PlanJointChunks(const int64_t* ranges, int64_t frames, int64_t T_len,
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarp = 32;
-constexpr int kRowThreads = 256;  // 8 rows per block
-constexpr unsigned kFullMask = 0xffffffffu;
 // Rows of a chunk per partial sum of dW (at most max_splits of them).
 constexpr int64_t kRowsPerSplit = 256;
 
@@ -101,11 +99,6 @@ constexpr int64_t kRowsPerSplit = 256;
 unsigned Blocks(int64_t n) {
   return unsigned(std::max<int64_t>(
       1, std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 16)));
-}
-
-// Blocks of kRowThreads for a warp per row.
-unsigned RowBlocks(int64_t rows) {
-  return unsigned((rows * kWarp + kRowThreads - 1) / kRowThreads);
 }
 
 #define TT_GRID_STRIDE(i, n)                                                \
@@ -124,19 +117,6 @@ __device__ inline T Activate(JointActivation activation, T x) {
       return Max(x, T(0));
     default:
       return x;
-  }
-}
-
-// act'(x) from h = act(x), as rnnt_joint_op.cc's ThroughActivation.
-template <typename T>
-__device__ inline T ActivationSlope(JointActivation activation, T h) {
-  switch (activation) {
-    case JointActivation::kTanh:
-      return T(1) - h * h;
-    case JointActivation::kRelu:
-      return h > T(0) ? T(1) : T(0);
-    default:
-      return T(1);
   }
 }
 
@@ -450,18 +430,9 @@ __global__ void LogProbs(RnntProblem<T, T> p, const T* logits,
   const int64_t frame = cell / p.R, s = cell - frame * p.R;
   const int64_t b = frame / p.T_len, t = frame - b * p.T_len;
   const T* x = logits + row * p.C;
-  bool nan;
-  T m = LaneMax(x, p.C, lane, kWarp, &nan);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const T other = __shfl_xor_sync(kFullMask, m, offset);
-    m = other > m ? other : m;
-  }
-  nan = __any_sync(kFullMask, nan);
-  T sum = LaneExpSum(x, p.C, lane, kWarp, m);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    sum += __shfl_xor_sync(kFullMask, sum, offset);
-  }
-  if (lane == 0) p.WriteRowOf(x, b, t, cell, s, m, LogSumOf(m, nan, sum));
+  T m;
+  const T log_sum = WarpLogSum(x, p.C, lane, &m);
+  if (lane == 0) p.WriteRowOf(x, b, t, cell, s, m, log_sum);
 }
 
 template <typename T>
@@ -721,10 +692,7 @@ LaunchStatus RnntJointGradient(const RnntJointGradientProblem<T, L>& p,
   template LaunchStatus RnntJointGradient<T, L>(                               \
       const RnntJointGradientProblem<T, L>&, const JointPlan&, void*)
 
-TF_TRANSDUCER_INSTANTIATE(float, float);
-TF_TRANSDUCER_INSTANTIATE(double, double);
-TF_TRANSDUCER_INSTANTIATE(float, Half);
-TF_TRANSDUCER_INSTANTIATE(float, BFloat16);
+TF_TRANSDUCER_GPU_LOSS_TYPES(TF_TRANSDUCER_INSTANTIATE);
 #undef TF_TRANSDUCER_INSTANTIATE
 
 }  // namespace gpu

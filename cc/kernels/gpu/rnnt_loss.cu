@@ -2,7 +2,8 @@
 // The fused RNN-T loss's row passes on the GPU (the recursion between them
 // is mutual_information.cu's): a warp per row of logits, each lane taking
 // every 32nd class, with rnnt_loss.h's functions for the maths.  Pass 1
-// reduces a row to its max and exp-sum by warp shuffles; pass 3 reads each
+// reduces a row to its max and exp-sum by warp shuffles (warp_row.h); pass
+// 3 reads each
 // logit once and writes each gradient element once (in place when the
 // gradient took the logits' buffer).
 
@@ -13,19 +14,12 @@
 
 #include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
+#include "cc/kernels/gpu/warp_row.h"
 #include "cc/kernels/rnnt_loss.h"
 
 namespace tf_transducer {
 namespace gpu {
 namespace {
-
-constexpr int kWarp = 32;
-constexpr int kRowThreads = 256;  // 8 rows per block
-constexpr unsigned kFullMask = 0xffffffffu;
-
-int64_t RowBlocks(int64_t rows) {
-  return (rows * kWarp + kRowThreads - 1) / kRowThreads;
-}
 
 template <typename T>
 __global__ void Fill(T* x, int64_t n, T value) {
@@ -54,19 +48,9 @@ __global__ void LogProbsKernel(RnntProblem<T, L> p) {
     if (lane == 0) p.norms[row] = T(0);
     return;
   }
-  const L* x = p.logits + row * p.C;
-  bool nan;
-  T m = LaneMax(x, p.C, lane, kWarp, &nan);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const T other = __shfl_xor_sync(kFullMask, m, offset);
-    m = other > m ? other : m;
-  }
-  nan = __any_sync(kFullMask, nan);
-  T sum = LaneExpSum(x, p.C, lane, kWarp, m);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    sum += __shfl_xor_sync(kFullMask, sum, offset);
-  }
-  if (lane == 0) p.WriteRow(b, t, row, s, m, LogSumOf(m, nan, sum));
+  T m;
+  const T log_sum = WarpLogSum(p.logits + row * p.C, p.C, lane, &m);
+  if (lane == 0) p.WriteRow(b, t, row, s, m, log_sum);
 }
 
 template <typename T, typename L>
@@ -130,10 +114,7 @@ LaunchStatus RnntGradient(const RnntGradientProblem<T, L>& p, void* stream) {
   template LaunchStatus RnntGradient<T, L>(const RnntGradientProblem<T, L>&, \
                                            void*)
 
-TF_TRANSDUCER_INSTANTIATE(float, float);
-TF_TRANSDUCER_INSTANTIATE(double, double);
-TF_TRANSDUCER_INSTANTIATE(float, Half);
-TF_TRANSDUCER_INSTANTIATE(float, BFloat16);
+TF_TRANSDUCER_GPU_LOSS_TYPES(TF_TRANSDUCER_INSTANTIATE);
 #undef TF_TRANSDUCER_INSTANTIATE
 
 }  // namespace gpu
