@@ -36,6 +36,7 @@ from tf_transducer._checks import (
 )
 from tf_transducer.ops import _loader
 from tf_transducer.ops._validation import (
+    _check_boundary,
     _check_frames,
     _check_options,
     _check_symbols,
@@ -44,8 +45,8 @@ from tf_transducer.ops._validation import (
     default_boundary,
 )
 from tf_transducer.ops.mutual_information import in_xla_context
-from tf_transducer.ops.rnnt import _check_boundary, _reduce, _resolve_boundary
 from tf_transducer.ops.rnnt_joint_tf import joint_scores_tf
+from tf_transducer.ops.rnnt_lattice import _reduce, _resolve_boundary
 
 ACTIVATIONS = ("tanh", "relu", "identity")
 

@@ -29,11 +29,13 @@ from tf_transducer.ops._validation import (
     _dim,
 )
 from tf_transducer.ops.rnnt import (
-    _NEG_INF,
     _composite_scores,
-    _finish_logprobs,
     _fused_op_inputs,
     _gradient_attrs,
+)
+from tf_transducer.ops.rnnt_lattice import (
+    _NEG_INF,
+    _finish_logprobs,
     _mi_dtype,
     _reduce,
 )

@@ -3,18 +3,18 @@
 
 It mixes the additive joiner's log-probs with LM-only and AM-only terms.
 
-The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
+The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`;
+the simple loss it smooths is `tf_transducer.ops.rnnt_simple`.
 """
 
 import tensorflow as tf
 
 from tf_transducer._checks import TensorLike, real_number
 from tf_transducer.ops._validation import _check_options
-from tf_transducer.ops.rnnt import (
+from tf_transducer.ops.rnnt_lattice import _finish_logprobs, _loss_from_logprobs
+from tf_transducer.ops.rnnt_simple import (
     _FLOAT32_SAFE_MIN,
     _boundary_for_simple,
-    _finish_logprobs,
-    _loss_from_logprobs,
     _pad_frames,
     _simple_inputs,
     _simple_loss_inputs,
