@@ -282,3 +282,18 @@ def test_bad_y_pred():
         loss(y, y_pred)
     with pytest.raises(ValueError, match="must be callable"):
         loss(y, dict(y_pred, joiner=3))
+
+
+@pytest.mark.parametrize("name", ["lm", "am"])
+def test_simple_part_names_a_row_of_minus_infinity(name):
+    keras.utils.set_random_seed(0)
+    model = TinyTransducer()
+    inputs, y = batch(np.random.default_rng(1), FRAMES, LABELS, 8, 5)
+    y_pred = dict(model(inputs), joiner=model.joiner)
+    y_pred[name] = tf.fill(tf.shape(y_pred[name]), float("-inf"))
+    for loss in (PrunedRnntLoss(lm_only_scale=0.0), PrunedRnntLoss()):
+        with pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=f"{name} must hold a value above -inf in every",
+        ):
+            loss(y, y_pred)

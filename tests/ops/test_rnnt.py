@@ -133,6 +133,47 @@ def test_simple_loss_takes_minus_infinity_in_am_and_lm():
     assert all(np.all(np.isfinite(g.numpy())) for g in grads)
 
 
+@pytest.mark.parametrize(
+    "loss_fn", [rnnt.rnnt_loss_simple, rnnt_smoothed.rnnt_loss_smoothed]
+)
+@pytest.mark.parametrize("name", ["lm", "am"])
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_a_row_of_minus_infinity_in_lm_or_am_is_named(loss_fn, name, graph):
+    # Its log-softmax is -inf - -inf: named up front, not as "px must be
+    # finite" from inside the recursion.
+    rng = np.random.default_rng(22)
+    x = {"lm": rng.normal(size=(2, 4, 6)), "am": rng.normal(size=(2, 5, 6))}
+    x[name][1] = -np.inf  # the whole second sequence
+    symbols = rng.integers(1, 6, size=(2, 3))
+    fn = tf.function(loss_fn) if graph else loss_fn
+    message = f"{name} must hold a value above -inf in every (row|frame)"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        fn(x["lm"], x["am"], symbols, 0)
+
+
+def test_rows_of_minus_infinity_in_the_padding_are_legal():
+    # Rows and frames outside each sequence's lengths are never read.
+    rng = np.random.default_rng(23)
+    lm, am = rng.normal(size=(2, 4, 6)), rng.normal(size=(2, 5, 6))
+    symbols = rng.integers(1, 6, size=(2, 3))
+    lengths = dict(logit_lengths=[5, 3], label_lengths=[3, 1])
+    want = rnnt.rnnt_loss_simple(lm, am, symbols, 0, reduction="none", **lengths)
+    lm[1, 2:], am[1, 3:] = -np.inf, -np.inf
+    got = rnnt.rnnt_loss_simple(lm, am, symbols, 0, reduction="none", **lengths)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_row_of_minus_infinity_is_not_checked_under_xla():
+    # XLA runs no assertions: the loss is computed (and not finite).
+    rng = np.random.default_rng(24)
+    lm, am = rng.normal(size=(2, 4, 6)), rng.normal(size=(2, 5, 6))
+    lm[1] = -np.inf
+    symbols = rng.integers(1, 6, size=(2, 3))
+    fn = tf.function(rnnt.rnnt_loss_simple, jit_compile=True)
+    loss = fn(lm, am, symbols, 0, reduction="none")
+    assert np.isfinite(loss[0]) and not np.isfinite(loss[1])
+
+
 @pytest.mark.parametrize("rnnt_type", TYPES)
 def test_simple_and_joint_logprobs_agree_on_added_logits(rnnt_type):
     rng = np.random.default_rng(2)

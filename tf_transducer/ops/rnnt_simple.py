@@ -13,8 +13,10 @@ import tensorflow as tf
 
 from tf_transducer._checks import (
     TensorLike,
+    after,
     finite_or_neg_inf,
     float_tensor,
+    refuse,
     require,
 )
 from tf_transducer.ops._validation import (
@@ -150,10 +152,37 @@ def _simple_inputs(
     _check_termination(termination_symbol, _dim(am, 2))
     symbols = _check_symbols(symbols, _dim(am, 0), _dim(lm, 1) - 1, _dim(am, 2))
     _check_frames(_dim(am, 1), _dim(symbols, 1), rnnt_type)
-    if boundary is None:
-        return lm, am, symbols, None
-    used_rows, _ = _used_by_boundary(_check_boundary(boundary, lm.shape[0]), lm, am)
+    used_rows = used_frames = None
+    if boundary is not None:
+        used_rows, used_frames = _used_by_boundary(
+            _check_boundary(boundary, lm.shape[0]), lm, am
+        )
+    with after(
+        _no_row_of_neg_inf(lm, used_rows, "lm", "row [b, s]"),
+        _no_row_of_neg_inf(am, used_frames, "am", "frame [b, t]"),
+    ):
+        lm, am = tf.identity(lm), tf.identity(am)
     return lm, am, symbols, used_rows
+
+
+def _no_row_of_neg_inf(x, used, name, what):
+    """A check that every used row of x [B, R, C] holds a value above -inf.
+
+    The joiner's log-softmax of a row of lm (or a frame of am) that is -inf
+    throughout is -inf - -inf, NaN: refused, naming `name`. used: bool
+    [B, R], or None (every row). Returns the check (for `after`).
+    """
+    bad = tf.reduce_all(tf.equal(x, _NEG_INF), axis=2)
+    if used is not None:
+        bad &= used
+    if tf.executing_eagerly() and not bool(tf.reduce_any(bad)):
+        return None
+    return refuse(
+        bad,
+        tf.reduce_max(x, axis=2),
+        f"{name} must hold a value above -inf in every {what} the lattice "
+        "reads (a row of -inf has no log-softmax)",
+    )
 
 
 def _used_by_boundary(boundary, lm, am):
