@@ -162,3 +162,35 @@ def test_evaluate_sees_the_frame_mask_inside_the_compiled_loss():
         inputs, y = batch(np.random.default_rng(6), frames, labels, t_pad, s_pad)
         values.append(model.evaluate(inputs, y, batch_size=3, verbose=0))
     np.testing.assert_allclose(values[0], values[1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_neural_transducer_loss_names_num_blocks_of_the_wrong_size(graph):
+    # B + 1 entries: named, not a TensorFlow broadcast error.
+    B, NB, U, W, V = 2, 3, 2, 3, 5
+    logits = tf.zeros([B, NB, U + 1, W, V])
+    labels = np.array([[1, 2], [1, -1]])
+    loss = tt.NeuralTransducerLoss(W, V - 1, reduction="none")
+
+    def call(num_blocks):
+        return loss(labels, {"logits": logits, "num_blocks": num_blocks})
+
+    fn = tf.function(call) if graph else call
+    with pytest.raises(
+        ValueError,
+        match=r'y_pred\["num_blocks"\] must hold one entry per sequence '
+        r"\(B = 2\), got 3",
+    ):
+        fn(tf.constant([3, 2, 1]))
+    # Sizes known only at run time: an InvalidArgumentError, also named.
+    dynamic = tf.function(call, input_signature=[tf.TensorSpec([None], tf.int32)])
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r'y_pred\[\\?"num_blocks\\?"\] must hold one entry per sequence',
+    ):
+        dynamic(tf.constant([3, 2, 1]))
+    # B entries: uniform log-probs over V outputs, one per aligned output
+    # (two labels then <e> in the first sequence's 3 blocks, one label then
+    # <e> in the second's 2, plus <e> for each block without a label).
+    want = [(2 + 3) * np.log(V), (1 + 2) * np.log(V)]
+    np.testing.assert_allclose(dynamic(tf.constant([3, 2])), want, rtol=1e-6)

@@ -111,7 +111,13 @@ class NeuralTransducerLoss(LabelSequenceLoss):
         if num_blocks is None:
             num_blocks = tf.fill(tf.shape(logits)[:1], tf.shape(logits)[1])
         with after(
-            nt_ops.check_scores(logits, label_lengths, num_blocks, 'y_pred["logits"]')
+            nt_ops.check_scores(
+                logits,
+                label_lengths,
+                num_blocks,
+                'y_pred["logits"]',
+                num_blocks_name='y_pred["num_blocks"]',
+            )
         ):
             logits = tf.identity(logits)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from tf_transducer._checks import (
     TensorLike,
+    after,
     first_bad,
     in_xla_context,
     integer_tensor,
@@ -163,19 +164,41 @@ def best_block_alignment(
 
 def check_scores(
     scores: tf.Tensor,
-    label_lengths: tf.Tensor,
-    num_blocks: tf.Tensor,
+    label_lengths: TensorLike,
+    num_blocks: TensorLike,
     name: str = "log_probs",
+    num_blocks_name: str = "num_blocks",
 ) -> tf.Tensor | None:
     """A check that scores [B, NB, U + 1, W, V] hold no NaN or +inf where read.
 
     Read are the blocks b < num_blocks and the rows s <= label_lengths (-inf
-    is a legal log-probability; padding may hold anything). Returns the
-    assertion (None eagerly or under XLA); the error names `name`.
+    is a legal log-probability; padding may hold anything). label_lengths
+    and num_blocks must have B entries: a ValueError (static sizes) or an
+    InvalidArgumentError names the one that does not. Returns the assertion
+    (None eagerly or under XLA); the error names `name`.
     """
+    label_lengths = integer_tensor(label_lengths, "label_lengths", 1, "[B]")
+    num_blocks = integer_tensor(num_blocks, num_blocks_name, 1, "[B]")
+    batch = scores.shape[0]
+    size_checks = []
+    for what, x in ((num_blocks_name, num_blocks), ("label_lengths", label_lengths)):
+        template = f"{what} must hold one entry per sequence (B = {{}}), got {{}}"
+        if None not in (batch, x.shape[0]):
+            if x.shape[0] != batch:
+                raise ValueError(template.format(batch, x.shape[0]))
+        else:
+            size_checks.append(
+                require(
+                    tf.equal(tf.size(x), tf.shape(scores)[0]),
+                    template,
+                    tf.shape(scores)[0],
+                    tf.size(x),
+                )
+            )
     if in_xla_context():
         return None
-    shape = tf.shape(scores)
+    with after(*size_checks):
+        shape = tf.shape(scores)
     blocks = (
         tf.range(shape[1])[None, :, None] < tf.cast(num_blocks, tf.int32)[:, None, None]
     )
