@@ -103,6 +103,26 @@ def test_equals_the_full_loss_on_the_joiners_logits(option):
     assert_gradients_equal(fused_grads, full_grads)
 
 
+@pytest.mark.parametrize("option", ["regular", "modified+delay"])
+def test_a_batch_of_empty_transcripts_equals_the_full_loss(option):
+    # y_true [B, 0] and decoder [B, 1, J]: every frame emits a blank.
+    layer = joiner()
+    rng = np.random.default_rng(5)
+    encoder = projections(rng)[0]
+    decoder = rng.normal(size=(len(FRAMES), 1, J)).astype(np.float32)
+    labels = np.zeros((len(FRAMES), 0), np.int32)
+    (full, full_grads), (fused, fused_grads) = both_losses(
+        layer, encoder, decoder, labels, OPTIONS[option]
+    )
+    logits = layer.joint(encoder[:, :, None, :], decoder[:, None, :, :]).numpy()
+    log_p = logits[:, :, 0] - np.log(np.sum(np.exp(logits[:, :, 0]), -1, keepdims=True))
+    used = np.arange(encoder.shape[1])[None] < np.array(FRAMES)[:, None]
+    by_hand = -np.sum(np.where(used, log_p[..., 0], 0), axis=1)
+    np.testing.assert_allclose(fused, by_hand, rtol=1e-5)
+    np.testing.assert_allclose(full, by_hand, rtol=1e-5)
+    assert_gradients_equal(fused_grads, full_grads)
+
+
 def test_lengths_sample_weights_and_padding_garbage():
     """logit_lengths instead of a mask, sample weights, and padding frames and
     label rows that hold NaN: the same losses and gradients."""

@@ -194,3 +194,35 @@ def test_neural_transducer_loss_names_num_blocks_of_the_wrong_size(graph):
     # <e> in the second's 2, plus <e> for each block without a label).
     want = [(2 + 3) * np.log(V), (1 + 2) * np.log(V)]
     np.testing.assert_allclose(dynamic(tf.constant([3, 2])), want, rtol=1e-6)
+
+
+def blank_loss_by_hand(logits, frames, blank=0):
+    """-sum over each sequence's frames of log P(blank): its loss for no labels."""
+    logits = np.asarray(logits, np.float64)[:, :, 0]  # [B, T, C]: the one row
+    log_p = logits - np.log(np.sum(np.exp(logits), axis=-1, keepdims=True))
+    used = np.arange(logits.shape[1])[None] < np.asarray(frames)[:, None]
+    return -np.sum(np.where(used, log_p[..., blank], 0), axis=1)
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_a_batch_of_empty_transcripts_is_the_blank_of_every_frame(graph):
+    # y_true [B, 0]: every frame emits a blank (torchaudio's max_target_length 0).
+    keras.utils.set_random_seed(0)
+    model = make_model()
+    frames = [6, 3, 4]
+    (x, context), y = batch(np.random.default_rng(3), frames, [[], [], []], 7, 0)
+    assert y.shape == (3, 0) and context.shape == (3, 1)
+    loss = RnntLoss(reduction="none")
+
+    def step(x, context):
+        with tf.GradientTape() as tape:
+            logits = model((x, context))  # [B, T, 1, C], masked to `frames`
+            values = loss(y, logits)
+            total = tf.reduce_sum(values)
+        return logits, values, tape.gradient(total, model.trainable_variables)
+
+    logits, values, grads = (tf.function(step) if graph else step)(x, context)
+    np.testing.assert_allclose(values, blank_loss_by_hand(logits, frames), rtol=1e-5)
+    grads = [tf.convert_to_tensor(g).numpy() for g in grads]
+    assert all(np.all(np.isfinite(g)) for g in grads)
+    assert any(np.any(g != 0) for g in grads)

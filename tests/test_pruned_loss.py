@@ -297,3 +297,23 @@ def test_simple_part_names_a_row_of_minus_infinity(name):
             match=f"{name} must hold a value above -inf in every",
         ):
             loss(y, y_pred)
+
+
+def test_a_batch_of_empty_transcripts_is_the_blank_of_every_frame():
+    # y_true [B, 0]: the one row s = 0 is kept, and both parts are minus the
+    # sum over each sequence's frames of log P(blank).
+    keras.utils.set_random_seed(0)
+    model = TinyTransducer()
+    inputs, y = batch(np.random.default_rng(6), FRAMES, [[], [], []], 8, 0)
+    y_pred = dict(model(inputs), joiner=model.joiner)
+    parts = PrunedRnntLoss(lm_only_scale=0.0).components(y, y_pred)
+
+    def by_hand(logits):  # [B, T, C]
+        log_p = logits - np.log(np.sum(np.exp(logits), axis=-1, keepdims=True))
+        used = np.arange(logits.shape[1])[None] < np.array(FRAMES)[:, None]
+        return -np.sum(np.where(used, log_p[..., 0], 0), axis=1)
+
+    simple_logits = y_pred["am"] + y_pred["lm"]  # lm [B, 1, C]
+    np.testing.assert_allclose(parts["simple"], by_hand(simple_logits), rtol=1e-5)
+    full_logits = model.full_logits(y_pred)[:, :, 0]
+    np.testing.assert_allclose(parts["pruned"], by_hand(full_logits), rtol=1e-5)

@@ -1142,6 +1142,9 @@ void CheckJoint(uint64_t seed, Tally* tally) {
       {RT::kConstrained, 3, 12, 5, 20, 14, 0, 0, 0, 0},
       {RT::kConstrained, 3, 14, 6, 30, 9, 4, 0.2, 0.1, 0.3, JA::kRelu, true,
        11, 0, true},
+      // S = 0: every transcript empty, blank steps alone.
+      {RT::kRegular, 3, 7, 0, 11, 6, 0, 0, 0, 0},
+      {RT::kConstrained, 3, 6, 0, 9, 5, 1, 0, 0.1, 0, JA::kRelu, true},
   };
   // clang-format on
   int index = 0;
@@ -1163,6 +1166,8 @@ int Check(bool fail_fast, bool quick) {
       {"regular NaN@1", 3, 5, 9, false, 0.0, 1},
       {"modified NaN@2", 3, 5, 9, true, 0.05, 2},
       {"modified S+1 > 512 threads", 2, 520, 530, true, 0.0, -1},
+      {"regular S=0", 3, 0, 6, false, 0.05, -1},
+      {"modified S=0", 2, 0, 5, true, 0.0, -1},
   };
   using RT = RnntType;
   // clang-format off
@@ -1181,6 +1186,10 @@ int Check(bool fail_fast, bool quick) {
       {RT::kConstrained, 3, 12, 5, 20, 0, 0, 0, 0, 0},
       {RT::kConstrained, 3, 14, 6, 30, 3, 4, 0.2, 0.1, 0.3},
       {RT::kConstrained, 3, 11, 5, 18, 0, 1, 0, 0, 0.2, true, true},
+      // S = 0: every transcript empty, blank steps alone.
+      {RT::kRegular, 3, 7, 0, 9, 0, 0, 0.2, 0, 0.3},
+      {RT::kRegular, 3, 7, 0, 9, 1, 2, 0, 0.1, 0, false, true},
+      {RT::kModified, 3, 6, 0, 8, 0, 0, 0, 0, 0, true},
   };
   // clang-format on
   Tally tally;

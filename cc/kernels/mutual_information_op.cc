@@ -40,13 +40,12 @@ class MutualInformationOp : public OpKernel {
         InvalidArgument("py must have shape [B, S + 1, T] = [", B, ", ", S + 1,
                         ", T] to match px of shape ", px.shape().DebugString(),
                         ", got ", py.shape().DebugString()));
+    // S = 0 (no symbols) is a lattice of blank steps alone.
     OP_REQUIRES(
-        ctx, S > 0 && T > 0,
-        InvalidArgument("S and T must be positive (pass a boundary to "
-                        "express empty sequences), got S = ",
-                        S, " from px of shape ", px.shape().DebugString(),
-                        " and T = ", T, " from py of shape ",
-                        py.shape().DebugString()));
+        ctx, T > 0,
+        InvalidArgument("T must be positive (pass a boundary to "
+                        "express empty sequences), got T = ",
+                        T, " from py of shape ", py.shape().DebugString()));
     OP_REQUIRES(
         ctx, T1 == T || T1 == T + 1,
         InvalidArgument("px must have T + 1 = ", T + 1, " (regular) or T = ", T,

@@ -68,9 +68,10 @@ absl::Status GetJointTensors(OpKernelContext* ctx, JointTensors* x) {
   const int64_t B = encoder->dim_size(0), T_len = encoder->dim_size(1),
                 J = encoder->dim_size(2), S = symbols->dim_size(1),
                 C = weight->dim_size(1);
-  if (!(B > 0 && T_len > 0 && S > 0 && C > 0 && J > 0)) {
+  // S = 0 (every transcript empty) is legal: each frame emits a blank.
+  if (!(B > 0 && T_len > 0 && S >= 0 && C > 0 && J > 0)) {
     return InvalidArgument(
-        "B, T, S, J and C must be positive, got encoder [B, T, J] = ",
+        "B, T, J and C must be positive (S may be 0), got encoder [B, T, J] = ",
         shape(encoder), ", symbols [B, S] = ", shape(symbols),
         " and weight [J, C] = ", shape(weight));
   }

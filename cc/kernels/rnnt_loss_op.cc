@@ -257,10 +257,12 @@ class RnntLossOp : public RnntOpKernel<> {
     const int64_t B = logits.dim_size(0), T = logits.dim_size(1),
                   R = logits.dim_size(2), C = logits.dim_size(3),
                   S = symbols.dim_size(1);
-    if (!(B > 0 && T > 0 && S > 0 && C > 0)) {
-      return InvalidArgument("B, T, S and C must be positive, got logits ",
-                             logits.shape().DebugString(), " and symbols ",
-                             symbols.shape().DebugString());
+    // S = 0 (every transcript empty) is legal: each frame emits a blank.
+    if (!(B > 0 && T > 0 && S >= 0 && C > 0)) {
+      return InvalidArgument(
+          "B, T and C must be positive (S may be 0), got logits ",
+          logits.shape().DebugString(), " and symbols ",
+          symbols.shape().DebugString());
     }
     if (symbols.dim_size(0) != B ||
         !(kPruned ? R >= 1 && R <= S + 1 : R == S + 1)) {

@@ -39,7 +39,8 @@ REGISTER_OP("TfTransducerMutualInformation")
 Log-sum over all monotonic paths through a (S + 1) x (T + 1) grid, and the
 occupation probability of every step (the gradient of sum(scores)).
 
-px: [B, S, T + 1] (regular) or [B, S, T] (modified) log-weights of x-steps.
+px: [B, S, T + 1] (regular) or [B, S, T] (modified) log-weights of x-steps;
+  S may be 0 (y-steps alone).  T must be positive.
 py: [B, S + 1, T] log-weights of y-steps.
 boundary: [B, 4] rows (s_begin, t_begin, s_end, t_end).
 scores: [B] log-sum over paths from (s_begin, t_begin) to (s_end, t_end).

@@ -69,7 +69,8 @@ all of size O(B T S): TfTransducerRnntLossGrad turns it into the gradient.
 logits: [B, T, S + 1, C] joiner output, in any float type T; half and
   bfloat16 logits are read as such and the maths runs in Tacc = float32
   (float64 logits: Tacc = float64).
-symbols: [B, S] label sequences, values in [0, C).
+symbols: [B, S] label sequences, values in [0, C); S may be 0 (every
+  transcript empty: each frame emits a blank).
 boundary: [B, 4] rows (s_begin, t_begin, s_end, t_end).
 delay_penalty: scalar >= 0; adds ((t_end - 1) / 2 - t) * delay_penalty to the
   log-prob of every symbol emitted on frame t.

@@ -71,11 +71,8 @@ def prepare_inputs(
             f"px must have T + 1 = {t + 1} (regular) or T = {t} (modified) "
             f"columns to match py {py.shape}, got px {px.shape}"
         )
-    for name, value, shape in (
-        ("B", b, px.shape),
-        ("S", s, px.shape),
-        ("T", t, py.shape),
-    ):
+    # S = 0 (no symbols) is a lattice of blank steps alone.
+    for name, value, shape in (("B", b, px.shape), ("T", t, py.shape)):
         if value == 0:
             raise ValueError(
                 f"{name} must be positive, got {name} = 0 from shape {shape} "
@@ -144,8 +141,8 @@ def runtime_checks(px: tf.Tensor, py: tf.Tensor, boundary: tf.Tensor) -> list[An
             shape,
         ),
         require(
-            (s > 0) & (t > 0),
-            "S and T must be positive, got px {} and py {} (pass a boundary to "
+            t > 0,
+            "T must be positive, got px {} and py {} (pass a boundary to "
             "express empty sequences)",
             px_shape,
             shape,
@@ -213,8 +210,6 @@ def _check_symbols(symbols, batch, num_symbols, num_classes):
                 f"symbols must have shape [B, S] = [{batch}, {num_symbols}], "
                 f"got {symbols.shape}"
             )
-    if symbols.shape[1] == 0:
-        raise ValueError("S must be positive, got symbols with S = 0")
     for got, want, what in (
         (_dim(symbols, 0), batch, "B"),
         (_dim(symbols, 1), num_symbols, "S"),

@@ -57,8 +57,8 @@ def mutual_information_recursion(
       boundary: optional integer [B, 4], rows (s_begin, t_begin, s_end, t_end)
         with 0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T;
         defaults to (0, 0, S, T).  Empty sequences are expressed here
-        (s_begin == s_end or t_begin == t_end): S and T themselves must be
-        positive.
+        (s_begin == s_end or t_begin == t_end): T itself must be positive.
+        S may be 0 (px [B, 0, T (+ 1)]): a lattice of y-steps alone.
       return_grad: also return the gradient of sum(scores) with respect to px
         and py, i.e. the occupation probability of every step.  They are
         returned as constants (no second-order gradient).

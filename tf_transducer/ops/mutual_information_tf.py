@@ -46,13 +46,17 @@ def _forward_backward(
     t = k - r * s
 
     def skew(x, rows, cols):
-        """x [B, rows, cols] -> [B, K, W] with x[b, s, t] at (k, s), else -inf."""
+        """x [B, rows, cols] -> [B, K, W] with x[b, s, t] at (k, s), else -inf.
+
+        The cells outside x read a -inf appended to it (x may be empty: px
+        for S = 0).
+        """
         valid = (s < rows) & (t >= 0) & (t < cols)
-        index = tf.where(valid, s * cols + t, tf.zeros_like(t))
+        index = tf.where(valid, s * cols + t, rows * cols)
         flat = tf.reshape(x, [batch, rows * cols])
+        flat = tf.pad(flat, [[0, 0], [0, 1]], constant_values=_NEG_INF)
         gathered = tf.gather(flat, tf.reshape(index, [-1]), axis=1)
-        gathered = tf.reshape(gathered, [batch, num_diag, width])
-        return tf.where(valid[tf.newaxis], gathered, neg_inf)
+        return tf.reshape(gathered, [batch, num_diag, width])
 
     bnd = tf.cast(boundary, tf.int32)
     s_begin, t_begin, s_end, t_end = (bnd[:, i, None, None] for i in range(4))

@@ -73,7 +73,8 @@ def get_rnnt_logprobs_joint(
 
     Args:
       logits: float [B, T, S + 1, C].
-      symbols: int [B, S], values in [0, C).
+      symbols: int [B, S], values in [0, C); S may be 0 (every transcript
+        empty: each frame emits a blank).
       termination_symbol: int in [0, C), the blank.
       boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
       rnnt_type: "regular", "modified" or "constrained".
@@ -232,7 +233,8 @@ def rnnt_loss(
 
     Args:
       logits: float [B, T, S + 1, C], the joiner's output.
-      symbols: int [B, S], values in [0, C).
+      symbols: int [B, S], values in [0, C); S may be 0 (every transcript
+        empty: each frame emits a blank).
       termination_symbol: int in [0, C), the blank.
       boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end),
         default (0, 0, S, T).

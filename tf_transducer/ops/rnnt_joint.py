@@ -169,7 +169,8 @@ def rnnt_loss_joint(
       predictor: float [B, S + 1, J], the prediction network's projection.
       weight: float [J, C], the joint's output layer.
       bias: float [C], the output layer's bias.
-      symbols: int [B, S], values in [0, C).
+      symbols: int [B, S], values in [0, C); S may be 0 (every transcript
+        empty: each frame emits a blank).
       termination_symbol: int in [0, C), the blank.
       activation: "tanh", "relu" or "identity", applied to the sum.
       boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).

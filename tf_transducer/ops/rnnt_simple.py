@@ -66,7 +66,8 @@ def get_rnnt_logprobs(
     Args:
       lm: float [B, S + 1, C], the prediction-network ("language model") part.
       am: float [B, T, C], the encoder ("acoustic model") part.
-      symbols: int [B, S], values in [0, C).
+      symbols: int [B, S], values in [0, C); S may be 0 (every transcript
+        empty: each frame emits a blank).
       termination_symbol: int in [0, C), the blank.
       rnnt_type: "regular", "modified" or "constrained".
       boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end).
@@ -320,7 +321,8 @@ def rnnt_loss_simple(
     Args:
       lm: float [B, S + 1, C].
       am: float [B, T, C].
-      symbols: int [B, S], values in [0, C).
+      symbols: int [B, S], values in [0, C); S may be 0 (every transcript
+        empty: each frame emits a blank).
       termination_symbol: int in [0, C), the blank.
       boundary: optional int [B, 4] rows (s_begin, t_begin, s_end, t_end),
         default (0, 0, S, T).

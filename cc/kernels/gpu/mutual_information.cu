@@ -72,7 +72,7 @@ LaunchStatus MutualInformation(const MutualInformationProblem<T>& p,
   const cudaStream_t st = static_cast<cudaStream_t>(stream);
   const int64_t nx = p.S * p.T1, ny = p.width() * p.T_len;
   cudaError_t status = cudaMemsetAsync(illegal, 0, p.batch, st);
-  if (status == cudaSuccess) {
+  if (status == cudaSuccess && nx > 0) {  // S = 0: no px
     status = cudaMemsetAsync(p.px_grad, 0, p.batch * nx * sizeof(T), st);
   }
   if (status == cudaSuccess) {

@@ -98,7 +98,10 @@ LaunchStatus RnntLogProbs(const RnntProblem<T, L>& p, void* stream) {
   if (status != cudaSuccess) return status;
   TT_LAUNCH(RowBlocks(p.B * p.T_len * p.R), kRowThreads, 0, st,
             LogProbsKernel<T, L>)(p);
-  TT_LAUNCH((p.B * p.S + 255) / 256, 256, 0, st, FinishPxKernel<T, L>)(p);
+  // No px rows for S = 0 (every transcript empty): nothing to finish.
+  if (p.B * p.S > 0) {
+    TT_LAUNCH((p.B * p.S + 255) / 256, 256, 0, st, FinishPxKernel<T, L>)(p);
+  }
   return cudaGetLastError();
 }
 
