@@ -329,3 +329,38 @@ def test_joint_loss_gpu_rejects_bad_input_before_launch():
             rnnt_joint.rnnt_loss_joint(
                 bad, *inputs[1:], tf.constant([[1, 2, 3, 4]] * 3, tf.int64), 0
             )
+
+
+@gpu_only
+@pytest.mark.parametrize("rnnt_type", ["regular", "modified", "constrained"])
+def test_empty_transcripts_on_the_gpu_equal_the_cpu(rnnt_type):
+    # symbols [B, 0]: no px rows at all (no finishing kernel to launch).
+    rng = np.random.default_rng(4)
+    B, T, C, J = 3, 7, 9, 5
+    symbols = tf.zeros([B, 0], tf.int64)
+    lengths = dict(
+        logit_lengths=tf.constant([T, 4, 1], tf.int64),
+        label_lengths=tf.zeros([B], tf.int64),
+    )
+    logits = tf.constant(rng.normal(size=[B, T, 1, C]), tf.float64)
+
+    def loss(x):
+        return rnnt.rnnt_loss(
+            x, symbols, 2, rnnt_type=rnnt_type, reduction="sum", **lengths
+        )
+
+    _assert_same_on_gpu(loss, logits, rtol=1e-10)
+    inputs = [
+        tf.constant(rng.normal(size=shape), tf.float64)
+        for shape in ([B, T, J], [B, 1, J], [J, C], [C])
+    ]
+
+    def joint_loss(*args):
+        return rnnt_joint.rnnt_loss_joint(
+            *args, symbols, 2, rnnt_type=rnnt_type, reduction="sum", **lengths
+        )
+
+    cpu = _on_all("/CPU:0", joint_loss, *inputs)
+    gpu = _on_all("/GPU:0", joint_loss, *inputs)
+    for name, c, g in zip(["loss", "de", "dp", "dW", "dc"], cpu, gpu, strict=True):
+        np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12, err_msg=name)
