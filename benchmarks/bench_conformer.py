@@ -3,7 +3,7 @@
 
 Four parts, each printed as a Markdown table:
 
-  1. presets (CONFORMER_PRESETS, 256 classes, 80 log-mels at 16 kHz,
+  1. presets (the Conformer PRESETS, 256 classes, 80 log-mels at 16 kHz,
      random weights): parameters; TFLite size per mode (float, dynamic
      range, int8 calibrated on the bundled LibriVox clips); in a process
      pinned to one core, the real-time factor of TransducerStream over the
@@ -53,11 +53,11 @@ def _preset_model(name):
     import keras
 
     from tf_transducer.models import Transducer
-    from tf_transducer.models.transducer import CONFORMER_PRESETS
 
     keras.utils.set_random_seed(0)
-    model = Transducer(CLASSES, feature_dim=MELS, normalization="global",
-                       **CONFORMER_PRESETS[name])  # fmt: skip
+    model = Transducer.from_preset(
+        name, CLASSES, feature_dim=MELS, normalization="global"
+    )
     model.build()
     return model
 
@@ -135,13 +135,12 @@ def _keras_vs_tflite(model, export_dir, clips, features):
 def presets():
     import tf_transducer as tt
     from tf_transducer.export import export_transducer
-    from tf_transducer.models.transducer import CONFORMER_PRESETS
 
     _harness.tensorflow_with_threads(2)
     features = tt.LogMelSpectrogram(sample_rate=RATE, n_mels=MELS)
     clips, text_encoder = _clips(), _text_encoder()
     rows = []
-    for name in CONFORMER_PRESETS:
+    for name in ("conformer-2m", "conformer-10m"):
         model = _preset_model(name)
         mels = [features(a[None])[0][0] for a in clips]
         joined = np.concatenate(mels)[None]
@@ -192,17 +191,19 @@ def presets():
 
 def _lstm_like(params):
     """An LSTM Transducer (4 layers, stack 4) of about `params` parameters."""
-    from tf_transducer.models import Transducer
-    from tf_transducer.models.transducer import CONFORMER_PRESETS
+    from tf_transducer.models import PRESETS, Transducer
 
-    shared = {k: v for k, v in CONFORMER_PRESETS["conformer-10m"].items()
-              if k in ("predictor", "embedding_dim", "predictor_units",
-                       "joiner_units")}  # fmt: skip
+    conformer = PRESETS["conformer-10m"]  # its prediction network and joiner
 
     def build(units):
-        model = Transducer(CLASSES, feature_dim=MELS, normalization="global",
-                           encoder_units=units, encoder_layers=4, stack=4,
-                           **shared)  # fmt: skip
+        model = Transducer(
+            CLASSES,
+            dict(class_name="TransducerEncoder", units=units, num_layers=4, stack=4),
+            conformer["predictor"],
+            conformer["joiner"],
+            feature_dim=MELS,
+            normalization="global",
+        )
         model.build()
         return model
 

@@ -39,7 +39,6 @@ def worker(out, steps, epochs):
         strategy_from_environment,
         train_loop,
     )
-    from tf_transducer.training import transducer_recipe as recipe
 
     strategy = strategy_from_environment(timeout_seconds=120)
     rng = np.random.default_rng(0)
@@ -68,8 +67,9 @@ def worker(out, steps, epochs):
         keras.utils.set_random_seed(0)
         # The recipe's widths, with an LSTM prediction network and no
         # feature normalisation (as measured).
-        config = recipe.model_config(VOCAB, FEATURES, predictor="lstm")
-        model = Transducer(**dict(config, normalization=None))
+        model = Transducer.from_preset(
+            "lstm-1m", VOCAB, predictor={"kind": "lstm"}, feature_dim=FEATURES
+        )
         model.build()
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=RnntLoss())
     timer = EpochTimes()

@@ -33,10 +33,11 @@ WORKER = flags.DEFINE_string("worker", None, "Internal.")
 
 def _demo_model(vocab_size):
     from tf_transducer.models import Transducer
-    from tf_transducer.training import transducer_recipe as recipe
 
-    # The recipe's widths; 40 log-mels and 3 stacked frames, as measured.
-    model = Transducer(**recipe.model_config(vocab_size, 40, stack=3))
+    # The recipe's model (lstm-1m: 3 stacked frames); 40 log-mels, as measured.
+    model = Transducer.from_preset(
+        "lstm-1m", vocab_size, feature_dim=40, normalization="global"
+    )
     model.build()
     return model
 

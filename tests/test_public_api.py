@@ -360,14 +360,13 @@ def test_loss(name):
 X = (FEATURES, FEATURE_LENGTHS)
 
 
-def transducer(**kwargs):
+def transducer(encoder=None, kind="lstm"):
     return tt.models.Transducer(
         V,
-        tt.layers.TransducerEncoder(8, stack=2),
-        tt.layers.PredictionNetwork(V, embedding_dim=4, units=8),
+        encoder or tt.layers.TransducerEncoder(8, stack=2),
+        tt.layers.PredictionNetwork(V, embedding_dim=4, units=8, kind=kind),
         tt.layers.TransducerJoiner(V, 8),
         feature_dim=6,
-        **kwargs,
     )
 
 
@@ -388,21 +387,23 @@ MODELS = {
         loss=tt.FusedRnntLoss,
     ),
     "Transducer/pruned": dict(
-        make=lambda: transducer(predictor="stateless"),
+        make=lambda: transducer(kind="stateless"),
         loss=lambda: tt.PrunedRnntLoss(s_range=2),
     ),
     "Transducer/conformer": dict(
         make=lambda: transducer(
-            encoder="conformer",
-            conformer_dim=8,
-            conformer_layers=2,
-            conformer_heads=2,
-            conformer_kernel=3,
-            subsampling=2,
-            chunk_size=2,
-            left_context=2,
-            chunk_sizes=[1, 2],
-        ),
+            tt.layers.ConformerEncoder(
+                8,
+                num_layers=2,
+                num_heads=2,
+                conv_kernel=3,
+                subsampling=2,
+                chunk_size=2,
+                left_context=2,
+                chunk_sizes=[1, 2],
+                dropout=0.0,
+            ),
+        ),  # fmt: skip
         loss=tt.FusedRnntLoss,
         predict=lambda m, x: m(x, training=False),
         padding=Padding(0, 1, lambda out: [(out["encoder"], out["lengths"])]),

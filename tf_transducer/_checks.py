@@ -282,3 +282,8 @@ def finite_within(x: tf.Tensor, lengths: tf.Tensor, name: str) -> tf.Tensor:
     )
     with after(check):
         return tf.identity(x)
+
+
+def with_attributes(config: dict[str, Any], obj: Any, *names: str) -> dict[str, Any]:
+    """A Keras config updated with obj's attributes `names` (a get_config's tail)."""
+    return {**config, **{name: getattr(obj, name) for name in names}}

@@ -343,3 +343,21 @@ def test_bad_arguments_are_named_before_any_work():
     with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
         data.num_batches(0)
     assert data.num_batches(2, np.array([3.0, 6.0])) == data.num_batches(2, [3.0, 6.0])
+
+
+def test_skip_bad_skips_a_malformed_csv_row_with_a_warning(tmp_path, caplog):
+    rng = np.random.default_rng(4)
+    sf.write(tmp_path / "a.wav", rng.uniform(-0.5, 0.5, 8000), 16000, "PCM_16")
+    text = "wav_filename,wav_filesize,transcript\na.wav,1,ok\nshort,1\n,1,empty\n"
+    (tmp_path / "m.csv").write_text(text)
+    with pytest.raises(ValueError, match=r"m.csv:3: 3 columns expected .* has 2"):
+        SpeechDataset(str(tmp_path / "m.csv"), ALPHABET)
+    with caplog.at_level("WARNING"):
+        data = SpeechDataset(str(tmp_path / "m.csv"), ALPHABET, skip_bad=True)
+    assert data.transcripts == ["ok"]
+    assert [where.rsplit("/", 1)[-1] for where, _ in data.skipped] == [
+        "m.csv:3",
+        "m.csv:4",
+    ]
+    assert "m.csv:3: 3 columns expected" in caplog.text
+    assert "m.csv:4: empty wav_filename; skipped" in caplog.text

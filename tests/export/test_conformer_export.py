@@ -82,11 +82,12 @@ def encoder_chunks(stream, audio, chunk_samples):
     return np.concatenate(outputs)
 
 
-def test_export_json_says_the_encoder_kind_chunk_and_context(exports, model_and_audio):
+def test_export_json_says_the_encoder_chunk_and_context(exports, model_and_audio):
     model, _ = model_and_audio
     with open(os.path.join(exports["float"], "export.json")) as f:
         meta = json.load(f)
-    assert meta["encoder_kind"] == "conformer"
+    assert meta["encoder"] == "ConformerEncoder"
+    assert meta["predictor_state_dtypes"] == ["float32", "float32"]
     assert (meta["chunk_size"], meta["left_context"]) == (3, 6)
     assert (meta["chunk_frames"], meta["stack"]) == (12, 4)
     shapes = [list(s.shape[1:]) for s in model.encoder.initial_state(1)]

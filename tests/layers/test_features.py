@@ -271,3 +271,18 @@ def test_adapt_names_the_bad_batch():
     ]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
             FeatureNormalization("global").adapt([good, batch])
+
+
+@pytest.mark.parametrize("make", [lambda: LogMelSpectrogram(n_mels=20), Mfcc])
+def test_audio_too_loud_for_float32_spectra_is_named(make):
+    layer = make()
+    audio = np.zeros([2, 4000], np.float32)
+    audio[1, 700] = 1e30  # finite, but its power spectrum is not
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"audio samples must lie"):
+        layer(audio)
+    # Past the lengths (padding) anything goes; at the limit the features hold.
+    values, _ = layer(audio, [4000, 600])
+    assert np.all(np.isfinite(values.numpy()))
+    audio[1, 700] = 1e14
+    values, _ = layer(audio)
+    assert np.all(np.isfinite(values.numpy()))

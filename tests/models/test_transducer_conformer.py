@@ -70,6 +70,11 @@ def test_config_round_trip_and_save_load(tmp_path):
     np.testing.assert_array_equal(got["encoder"], want["encoder"])
 
 
+@pytest.mark.parametrize(
+    "loss",
+    [RnntLoss, FusedRnntLoss, lambda: PrunedRnntLoss(s_range=2)],
+    ids=["full", "fused", "pruned"],
+)
 def test_fits_with_every_transducer_loss(loss):
     model = tiny(chunk_sizes=[1, 2, 3])
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss())

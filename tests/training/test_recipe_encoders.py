@@ -36,7 +36,9 @@ def test_the_default_model_is_lstm_1m_and_presets_take_overrides():
     model = recipe.build_model(config, 12, steps_per_epoch=7)
     assert isinstance(model.encoder, ConformerEncoder)
     assert (model.encoder.chunk_size, model.encoder.units) == (4, 32)
-    assert model.encoder.left_context == PRESETS["conformer-2m"]["encoder"]["left_context"]
+    assert (
+        model.encoder.left_context == PRESETS["conformer-2m"]["encoder"]["left_context"]
+    )
     assert (model.predictor.kind, model.joiner.units) == ("stateless", 128)
     # SpecAugment ("default") starts after the clean warm-up epochs.
     assert model.spec_augment.start_step == 7 * config.augment.warmup_epochs
@@ -49,7 +51,6 @@ def test_the_default_model_is_lstm_1m_and_presets_take_overrides():
         (dict(encoder=[4]), "model.encoder must be a dict of settings"),
         (dict(encoder={"chunk": 4}), r"model.encoder \(TransducerEncoder\): .*chunk"),
         (dict(preset=None), "model.encoder: without a preset, a whole part"),
-        (dict(preset="conformer-2m", encoder={"num_heads": 5}), "num_heads"),
     ],
 )
 def test_bad_model_settings_are_named(model, message):

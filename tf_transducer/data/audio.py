@@ -9,8 +9,10 @@ float64 windowed sinc).
 """
 
 import dataclasses
+import math
 import os
 import struct
+from typing import Any
 
 import numpy as np
 
@@ -222,3 +224,54 @@ def decode_wav(contents):
 
     audio, _ = tf.audio.decode_wav(contents)
     return tf.reduce_mean(audio, axis=1)
+
+
+# A manifest's duration may overshoot the file by this much (rounding).
+DURATION_SLACK = 0.01
+
+
+def decoded_samples(info: Any, segment: tuple[float, float], sample_rate: int) -> int:
+    """The samples decoding a segment of a file gives at sample_rate.
+
+    info: the file's `probe`; segment: (offset, duration) seconds (duration
+    < 0: to the end), as `segment_of` gives.
+    """
+    offset, duration = segment
+    if info.in_graph and info.sample_rate == sample_rate:
+        start = min(round(offset * sample_rate), info.frames)
+        end = info.frames if duration < 0 else start + round(duration * sample_rate)
+        return max(0, min(end, info.frames) - start)
+    rate = info.sample_rate
+    start = min(int(round(offset * rate)), info.frames)
+    count = info.frames - start
+    if duration >= 0:
+        count = min(int(round(duration * rate)), count)
+    if rate == sample_rate:
+        return count
+    g = math.gcd(rate, sample_rate)
+    return -(-count * (sample_rate // g) // (rate // g))
+
+
+def segment_of(utterance: Any, info: Any) -> tuple[float, float]:
+    """(offset, duration) in seconds of the part of the file an utterance reads.
+
+    utterance: its path, offset and duration (None: to the end); info: the
+    file's `probe`. A segment past the file's end is a BadAudioError.
+    """
+    offset = utterance.offset
+    if offset >= info.duration:
+        raise BadAudioError(
+            utterance.path,
+            f"offset {offset} s is past the end of the audio ({info.duration:.3f} s)",
+        )
+    available = info.duration - offset
+    duration = available if utterance.duration is None else utterance.duration
+    if duration > available + DURATION_SLACK:
+        raise BadAudioError(
+            utterance.path,
+            f"offset {offset} s + duration {duration} s runs past the end of the "
+            f"audio ({info.duration:.3f} s)",
+        )
+    if duration <= 0:
+        raise BadAudioError(utterance.path, f"duration {duration} s has no samples")
+    return offset, min(duration, available)

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Callable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +67,7 @@ class _Lines:
                     ) from None
 
 
-def _read_csv(path, folder):
+def _read_csv(path, folder, on_bad_row=None):
     lines = _Lines(path)
     # A transcript may be long (a whole chapter), but not without bound.
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
@@ -86,18 +87,24 @@ def _read_csv(path, folder):
         items = []
         for row in reader:
             where = f"{path}:{lines.number}"
+            problem = None
             if None in row or None in row.values():
                 # DictReader fills missing fields with None and puts extra
                 # ones in a list under the key None.
                 fields = sum(
                     value is not None for key, value in row.items() if key is not None
                 ) + len(row.get(None) or [])
-                raise ValueError(
-                    f"{where}: {len(reader.fieldnames)} columns expected "
+                problem = (
+                    f"{len(reader.fieldnames)} columns expected "
                     f"({','.join(reader.fieldnames)}), the row has {fields}"
                 )
-            if not row["wav_filename"]:
-                raise ValueError(f"{where}: empty wav_filename")
+            elif not row["wav_filename"]:
+                problem = "empty wav_filename"
+            if problem is not None:
+                if on_bad_row is None:
+                    raise ValueError(f"{where}: {problem}")
+                on_bad_row(where, problem)
+                continue
             items.append(
                 Utterance(
                     _resolve(folder, row["wav_filename"]),
@@ -154,11 +161,19 @@ def _read_jsonl(path, folder):
     return items
 
 
-def read_manifest(path: str) -> list[Utterance]:
+def read_manifest(
+    path: str, on_bad_row: Callable[[str, str], object] | None = None
+) -> list[Utterance]:
     """The utterances of a DeepSpeech CSV or JSON-lines manifest.
 
     JSON lines may give "offset" and "duration" (seconds): the utterance is
     then that segment of the file.
+
+    Args:
+      path: the manifest (.csv or .jsonl).
+      on_bad_row: None (a bad row is an error), or (where, problem) -> ...
+        called for a CSV row with too few or too many fields or no
+        wav_filename, which is then left out (`where` is "file:line").
 
     Raises:
       FileNotFoundError: no such manifest.
@@ -173,7 +188,7 @@ def read_manifest(path: str) -> list[Utterance]:
     folder = os.path.dirname(os.path.abspath(path))
     extension = os.path.splitext(path)[1].lower()
     if extension == ".csv":
-        return _read_csv(path, folder)
+        return _read_csv(path, folder, on_bad_row)
     if extension in (".jsonl", ".json"):
         return _read_jsonl(path, folder)
     raise ValueError(

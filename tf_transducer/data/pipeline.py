@@ -11,7 +11,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tf_transducer.data.audio import BadAudioError, decode_wav, probe, read_audio
+from tf_transducer.data.audio import (
+    BadAudioError,
+    decode_wav,
+    decoded_samples,
+    probe,
+    read_audio,
+    segment_of,
+)
 from tf_transducer.data.manifest import Utterance, read_manifest
 from tf_transducer.data.text import PAD_ID, TextEncoder
 
@@ -77,16 +84,17 @@ class SpeechDataset:
                 f"{sample_rate} Hz: give both the same rate (files at other rates "
                 "are resampled to sample_rate)"
             )
+        self.skipped: list[tuple[str, str]] = []  # (path, reason)
         if isinstance(manifest, str):
             self.name = manifest
-            utterances = read_manifest(manifest)
+            # With skip_bad a malformed row is skipped as a bad item is.
+            utterances = read_manifest(manifest, self._bad_row if skip_bad else None)
         else:
             self.name = "utterances"
             utterances = _utterance_list(manifest)
         self.sample_rate = sample_rate
         self.features = features
         self.skip_bad = skip_bad
-        self.skipped: list[tuple[str, str]] = []  # (path, reason)
         self.filtered = 0
         self.epoch_reports: list[dict[str, Any]] = []
         self._late_skips: list[tuple[str, str]] = []
@@ -101,7 +109,7 @@ class SpeechDataset:
         for utterance in utterances:
             try:
                 info, labels = self._check(utterance, text_encoder)
-                offset, duration = _segment(utterance, info)
+                offset, duration = segment_of(utterance, info)
                 if info.float_samples:
                     # Float samples may be NaN or inf: read them once now
                     # (BadAudioError if so), not only when decoding.
@@ -129,9 +137,7 @@ class SpeechDataset:
             self._durations.append(duration)
             whole = offset == 0 and utterance.duration is None
             self._segments.append((0.0, -1.0) if whole else (offset, duration))
-            self._samples.append(
-                _decoded_samples(info, self._segments[-1], sample_rate)
-            )
+            self._samples.append(decoded_samples(info, self._segments[-1], sample_rate))
         if self.skipped or self.filtered:
             logging.warning(
                 "%s: %d items kept, %d bad ones skipped, %d over the length limits",
@@ -154,6 +160,11 @@ class SpeechDataset:
         if not labels:
             raise BadAudioError(utterance.path, "transcript encodes to no labels")
         return probe(utterance.path), labels
+
+    def _bad_row(self, where: str, problem: str) -> None:
+        """A manifest row that names no item (skip_bad): warned of, counted."""
+        logging.warning("%s: %s; skipped (skip_bad)", where, problem)
+        self.skipped.append((where, problem))
 
     def _bad(self, utterance: Utterance, reason):
         if not self.skip_bad:
@@ -514,24 +525,6 @@ class SpeechDataset:
         )
 
 
-def _decoded_samples(info, segment, sample_rate):
-    """The samples decoding an item gives at sample_rate (see `_load`)."""
-    offset, duration = segment
-    if info.in_graph and info.sample_rate == sample_rate:
-        start = min(round(offset * sample_rate), info.frames)
-        end = info.frames if duration < 0 else start + round(duration * sample_rate)
-        return max(0, min(end, info.frames) - start)
-    rate = info.sample_rate
-    start = min(int(round(offset * rate)), info.frames)
-    count = info.frames - start
-    if duration >= 0:
-        count = min(int(round(duration * rate)), count)
-    if rate == sample_rate:
-        return count
-    g = math.gcd(rate, sample_rate)
-    return -(-count * (sample_rate // g) // (rate // g))
-
-
 def _check_int(name, value, least):
     """A ValueError naming `name` unless value is an int >= least."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -584,26 +577,3 @@ def _check_batch_and_augment(batch_size, augment):
 
 # Epoch e of `epochs` augments with the seed seed * _EPOCH_STRIDE + e.
 _EPOCH_STRIDE = 100_003
-# A manifest's duration may overshoot the file by this much (rounding).
-_DURATION_SLACK = 0.01
-
-
-def _segment(utterance, info):
-    """(offset, duration) in seconds of the part of the file to read."""
-    offset = utterance.offset
-    if offset >= info.duration:
-        raise BadAudioError(
-            utterance.path,
-            f"offset {offset} s is past the end of the audio ({info.duration:.3f} s)",
-        )
-    available = info.duration - offset
-    duration = available if utterance.duration is None else utterance.duration
-    if duration > available + _DURATION_SLACK:
-        raise BadAudioError(
-            utterance.path,
-            f"offset {offset} s + duration {duration} s runs past the end of the "
-            f"audio ({info.duration:.3f} s)",
-        )
-    if duration <= 0:
-        raise BadAudioError(utterance.path, f"duration {duration} s has no samples")
-    return offset, min(duration, available)

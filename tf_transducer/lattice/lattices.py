@@ -40,10 +40,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, after, in_xla_context, refuse
-from tf_transducer.lattice import semirings
+from tf_transducer._checks import TensorLike, after, refuse
+from tf_transducer.lattice import partition, semirings
 from tf_transducer.lattice.alignments import TimeSyncAlignmentLattice
 from tf_transducer.lattice.contexts import ContextDependency
+from tf_transducer.lattice.scans import map_leaves, scan, time_major
 from tf_transducer.lattice.semirings import Semiring
 from tf_transducer.lattice.weight_fns import (
     LocallyNormalizedWeightFn,
@@ -64,82 +65,6 @@ def _make(factory: Any, context: ContextDependency, kind: type, name: str) -> An
             f"context dependency, got {factory!r}"
         )
     return made
-
-
-def _map(fn: Callable[..., Any], *values: Any) -> Any:
-    return tf.nest.map_structure(fn, *values)
-
-
-def _time_major(x: Any) -> Any:
-    """[B, T, ...] -> [T, B, ...] for every leaf."""
-    return _map(lambda v: tf.transpose(v, [1, 0] + list(range(2, v.shape.rank))), x)
-
-
-def _if_steps(
-    steps: int | tf.Tensor, some: Callable[[], Any], none: Callable[[], Any]
-) -> Any:
-    """some() when steps > 0, else none(): a tf.cond unless steps is known.
-
-    A loop that stacks its outputs cannot stack none of them while their
-    shape is unknown (a graph traced with unknown dimensions and run on
-    T = 0), so the loops run only when there are steps. XLA, which knows
-    every shape when it runs, always takes some().
-    """
-    if isinstance(steps, int):
-        return some() if steps > 0 else none()
-    if in_xla_context():
-        return some()
-    return tf.cond(steps > 0, some, none)
-
-
-def _steps(elems: Any) -> int | tf.Tensor:
-    """The number of steps of time-major elems (their first axis): static if known."""
-    first = tf.nest.flatten(elems)[0]
-    return first.shape[0] if first.shape[0] is not None else tf.shape(first)[0]
-
-
-def _scan(
-    fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, reverse: bool = False
-) -> Any:
-    """tf.scan, also over no steps when the shapes are unknown: [T, ...] each."""
-    return _if_steps(
-        _steps(elems),
-        lambda: tf.scan(fn, elems, initializer=initializer, reverse=reverse),
-        lambda: _map(lambda x: tf.zeros_like(x)[tf.newaxis][:0], initializer),
-    )
-
-
-def _reverse_fold(
-    step: Callable[[Any, Any], tuple[Any, tf.Tensor]],
-    elems: Any,
-    init: Any,
-    out_spec: tf.TensorSpec,
-    out_shape: tf.Tensor,
-) -> tuple[Any, tf.Tensor]:
-    """Runs step(carry, x) -> (carry, y) over time-major elems, last to first.
-
-    Returns (final carry, the ys stacked in time order). out_spec: a
-    tf.TensorSpec of one y; out_shape: its shape as a tensor.
-    """
-    total = _steps(elems)
-
-    def fold():
-        outputs = tf.TensorArray(
-            out_spec.dtype, size=total, element_shape=out_spec.shape
-        )
-
-        def body(t, carry, outputs):
-            x = tf.nest.map_structure(lambda e: e[t], elems)
-            carry, y = step(carry, x)
-            return t - 1, carry, outputs.write(t, y)
-
-        _, carry, outputs = tf.while_loop(
-            lambda t, *_: t >= 0, body, (total - 1, init, outputs)
-        )
-        return carry, outputs.stack()
-
-    empty = tf.zeros(tf.concat([[0], out_shape], 0), out_spec.dtype)
-    return _if_steps(total, fold, lambda: (init, empty))
 
 
 def _checked_lengths(lengths: tf.Tensor, padded: tf.Tensor, name: str) -> tf.Tensor:
@@ -198,7 +123,7 @@ def _finite_cache(cache: Any) -> Any:
     if all(c is None for c in checks):
         return cache
     with after(*checks):
-        return _map(lambda c: c if c is None else tf.identity(c), cache)
+        return map_leaves(lambda c: c if c is None else tf.identity(c), cache)
 
 
 def _lift_for(semiring: Semiring, lift: Lift | None) -> Lift:
@@ -291,7 +216,7 @@ class RecognitionLattice(keras.layers.Layer):
         which takes no data, runs.
         """
         if not self.weight_fn.built or not self.weight_fn_cacher.built:
-            cache = _map(
+            cache = map_leaves(
                 lambda c: c if c is None else keras.KerasTensor(c.shape, c.dtype),
                 self.build_cache(),
             )
@@ -407,7 +332,7 @@ class RecognitionLattice(keras.layers.Layer):
         one = semiring.ones([batch, width], dtype)
         zero = semiring.zeros([batch, width], dtype)
         at = tf.range(width)[None] == index
-        return _map(lambda o, z: tf.where(at, o, z), one, zero)
+        return map_leaves(lambda o, z: tf.where(at, o, z), one, zero)
 
     def _scan(self, step, alpha0, weights, num_frames, keep_all=False):
         """alpha after every frame (time-major) from a per-frame step."""
@@ -417,12 +342,12 @@ class RecognitionLattice(keras.layers.Layer):
         def body(alpha, inputs):
             w, ok = inputs
             new = step(alpha, w)
-            return _map(lambda n, a: tf.where(ok[:, None], n, a), new, alpha)
+            return map_leaves(lambda n, a: tf.where(ok[:, None], n, a), new, alpha)
 
-        alphas = _scan(body, (_time_major(weights), valid), alpha0)
+        alphas = scan(body, (time_major(weights), valid), alpha0)
         if keep_all:
             return alphas
-        return _map(
+        return map_leaves(
             lambda a, a0: tf.cond(total > 0, lambda: a[-1], lambda: a0), alphas, alpha0
         )
 
@@ -499,7 +424,7 @@ class RecognitionLattice(keras.layers.Layer):
             return self.alignment.string_forward(alpha, [b] * n, [lex] * n, semiring)
 
         alpha = self._scan(step, alpha0, (blank, lexical), num_frames)
-        return _map(lambda a: tf.gather(a, num_labels, batch_dims=1), alpha)
+        return map_leaves(lambda a: tf.gather(a, num_labels, batch_dims=1), alpha)
 
     def _string_weights(
         self, frames: tf.Tensor, labels: tf.Tensor, num_labels: tf.Tensor, cache: Any
@@ -559,171 +484,12 @@ class RecognitionLattice(keras.layers.Layer):
         if self.locally_normalized:
             return -numerator
         if self.frame_by_frame:
-            return self._log_partition_by_frame(frames, num_frames, cache) - numerator
-        blank, lexical = self._weights(frames, cache)
-        return self._log_partition(blank, lexical, num_frames) - numerator
-
-    def _log_partition_by_frame(
-        self, frames: tf.Tensor, num_frames: tf.Tensor, cache: Any
-    ) -> tf.Tensor:
-        """log Z [B] with the weights of one frame at a time.
-
-        Its gradient (frames, cache and the weight function's variables)
-        recomputes each frame's weights and pulls the arc marginals back
-        through them.
-        """
-        n, log = self.alignment.num_states(), semirings.Log
-        has_cache = cache is not None
-        cache_in = cache if has_cache else tf.zeros([0])
-        valid = tf.range(tf.shape(frames)[1])[:, None] < num_frames[None]  # [T, B]
-
-        def weights(frame, cache_value):
-            return self._weights(frame, cache_value if has_cache else None)
-
-        @tf.custom_gradient
-        def log_z(frames, cache_in):
-            alpha0 = self._start_context(tf.shape(frames)[0], log, frames.dtype)
-
-            def forward(alpha, inputs):
-                frame, ok = inputs
-                b, lex = weights(frame, cache_in)
-                new = self.alignment.forward(
-                    alpha, [b] * n, [lex] * n, self.context, log
-                )
-                return tf.where(ok[:, None], new, alpha)
-
-            after = _scan(forward, (_time_major(frames), valid), alpha0)
-            before = tf.concat([alpha0[None], after], axis=0)[:-1]  # [T, B, C]
-            final = tf.cond(tf.shape(after)[0] > 0, lambda: after[-1], lambda: alpha0)
-            value = log.sum(final, axis=-1)
-
-            def grad(g, variables=None):
-                variables = list(variables or [])
-
-                def backward(carry, inputs):
-                    beta, cache_grad, var_grads = carry
-                    frame, alpha, ok = inputs
-                    with tf.GradientTape() as tape:
-                        tape.watch([frame, cache_in])
-                        b, lex = weights(frame, cache_in)
-                    new_beta, blank_m, lexical_m = self.alignment.backward(
-                        alpha, [b] * n, [lex] * n, beta, value, self.context
-                    )
-                    keep = tf.cast(ok, b.dtype)[:, None]
-                    blank_m = tf.add_n(blank_m) * keep * g[:, None]
-                    lexical_m = tf.add_n(lexical_m) * keep[..., None] * g[:, None, None]
-                    grads = tape.gradient(
-                        [b, lex],
-                        [frame, cache_in, *variables],
-                        output_gradients=[
-                            tf.stop_gradient(blank_m),
-                            tf.stop_gradient(lexical_m),
-                        ],
-                        unconnected_gradients=tf.UnconnectedGradients.ZERO,
-                    )
-                    grads = [tf.convert_to_tensor(x) for x in grads]
-                    new_beta = tf.where(ok[:, None], new_beta, beta)
-                    var_grads = [
-                        a + b_ for a, b_ in zip(var_grads, grads[2:], strict=True)
-                    ]
-                    return (new_beta, cache_grad + grads[1], var_grads), grads[0]
-
-                beta0 = tf.zeros_like(alpha0)  # the Log one: all states final
-                init = (
-                    beta0,
-                    tf.zeros_like(cache_in),
-                    [tf.zeros_like(v) for v in variables],
-                )
-                frame_spec = tf.TensorSpec(
-                    [frames.shape[0], frames.shape[2]], frames.dtype
-                )
-                frame_shape = tf.shape(frames)[0::2]  # [B, F]
-                carry, frame_grads = _reverse_fold(
-                    backward,
-                    (_time_major(frames), before, valid),
-                    init,
-                    frame_spec,
-                    frame_shape,
-                )
-                _, cache_grad, var_grads = carry
-                return (_time_major(frame_grads), cache_grad), var_grads
-
-            return value, grad
-
-        return log_z(frames, cache_in)
-
-    def _log_partition(self, blank, lexical, num_frames):
-        @tf.custom_gradient
-        def log_z(blank, lexical):
-            value, alphas = self._log_z_and_alphas(blank, lexical, num_frames)
-
-            def grad(g):
-                _, blank_m, lexical_m = self._marginals(
-                    blank, lexical, num_frames, alphas, value
-                )
-                return (
-                    g[:, None, None] * tf.reduce_sum(blank_m, axis=2),
-                    g[:, None, None, None] * tf.reduce_sum(lexical_m, axis=2),
-                )
-
-            return value, grad
-
-        return log_z(blank, lexical)
-
-    def _log_z_and_alphas(self, blank, lexical, num_frames):
-        log = semirings.Log
-        after = self._forward_alpha(blank, lexical, num_frames, log, keep_all=True)
-        batch = tf.shape(blank)[0]
-        alpha0 = self._start_context(batch, log, blank.dtype)
-        before = tf.concat([alpha0[None], after], axis=0)[:-1]  # [T, B, C]
-        final = tf.cond(tf.shape(after)[0] > 0, lambda: after[-1], lambda: alpha0)
-        return log.sum(final, axis=-1), before
-
-    def _marginals(
-        self,
-        blank: tf.Tensor,
-        lexical: tf.Tensor,
-        num_frames: tf.Tensor,
-        alphas: tf.Tensor,
-        log_z: tf.Tensor,
-    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Backward pass: (beta of the start, blank marginals, lexical marginals).
-
-        Shapes: [B, C], [B, T, A, C] and [B, T, A, C, V].
-        """
-        n = self.alignment.num_states()
-        total = tf.shape(blank)[1]
-        valid = tf.range(total)[:, None] < num_frames[None]  # [T, B]
-        beta0 = tf.zeros(tf.shape(blank)[0::2], blank.dtype)  # the Log one: final
-
-        def body(carry, inputs):
-            beta = carry[0]
-            alpha, b, lex, ok = inputs
-            new_beta, blank_m, lexical_m = self.alignment.backward(
-                alpha, [b] * n, [lex] * n, beta, log_z, self.context
+            return (
+                partition.log_partition_by_frame(self, frames, num_frames, cache)
+                - numerator
             )
-            keep = ok[:, None]
-            new_beta = tf.where(keep, new_beta, beta)
-            blank_m = tf.where(keep[None], tf.stack(blank_m), 0.0)
-            lexical_m = tf.where(keep[None, :, :, None], tf.stack(lexical_m), 0.0)
-            return new_beta, blank_m, lexical_m
-
-        shape_b = tf.stack([n, tf.shape(blank)[0], tf.shape(blank)[2]])
-        init = (
-            beta0,
-            tf.zeros(shape_b, blank.dtype),
-            tf.zeros(tf.concat([shape_b, [tf.shape(lexical)[-1]]], 0), blank.dtype),
-        )
-        betas, blank_m, lexical_m = _scan(
-            body,
-            (alphas, _time_major(blank), _time_major(lexical), valid),
-            init,
-            reverse=True,
-        )
-        start_beta = tf.cond(total > 0, lambda: betas[0], lambda: beta0)
-        blank_m = tf.transpose(blank_m, [2, 0, 1, 3])
-        lexical_m = tf.transpose(lexical_m, [2, 0, 1, 3, 4])
-        return start_beta, blank_m, lexical_m
+        blank, lexical = self._weights(frames, cache)
+        return partition.log_partition(self, blank, lexical, num_frames) - numerator
 
     def backward(
         self, frames: TensorLike, num_frames: TensorLike, cache: Any = None
@@ -739,9 +505,9 @@ class RecognitionLattice(keras.layers.Layer):
         frames, num_frames, _, _ = self._check(frames, num_frames)
         cache = _finite_cache(cache)
         blank, lexical = self._weights(frames, cache)
-        log_z, alphas = self._log_z_and_alphas(blank, lexical, num_frames)
-        _, blank_m, lexical_m = self._marginals(
-            blank, lexical, num_frames, alphas, log_z
+        log_z, alphas = partition.log_z_and_alphas(self, blank, lexical, num_frames)
+        _, blank_m, lexical_m = partition.marginals(
+            self, blank, lexical, num_frames, alphas, log_z
         )
         return log_z, blank_m, lexical_m
 

@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, after, refuse
+from tf_transducer._checks import TensorLike, after, refuse, with_attributes
 
 _PACKAGE = "tf_transducer"
 Normalizer: TypeAlias = Callable[[TensorLike, TensorLike], tuple[tf.Tensor, tf.Tensor]]
@@ -133,12 +133,9 @@ class SharedEmbCacher(WeightFnCacher):
         return tf.convert_to_tensor(self.embeddings)
 
     def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        config.update(
-            num_context_states=self.num_context_states,
-            embedding_size=self.embedding_size,
+        return with_attributes(
+            super().get_config(), self, "num_context_states", "embedding_size"
         )
-        return config
 
 
 def ngram_context_labels(vocab_size: int, context_size: int) -> np.ndarray:
@@ -252,9 +249,7 @@ class JointWeightFn(WeightFn):
         return weights[..., 0], weights[..., 1:]
 
     def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size)
-        return config
+        return with_attributes(super().get_config(), self, "vocab_size", "hidden_size")
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -1,14 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the feature layers share: (values, lengths) in, (values, lengths) out."""
 
+import math
+
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tf_transducer._checks import (
+    after,
     check_positive,
     finite_within,
     float_values,
+    in_xla_context,
+    refuse,
     resolve_lengths,
+    with_attributes,
 )
 from tf_transducer.layers import _dsp
 from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
@@ -88,11 +95,34 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
             raise ValueError(f"audio must be [B, N], got shape {audio.shape}")
         lengths = resolve_lengths(audio, lengths)
         audio = finite_within(audio, lengths, "audio")
+        audio = self._within_range(audio, lengths)
         power = _dsp.power_spectrum(
             audio, self.frame_length, self.frame_step, self.fft_length
         )
         frames = _dsp.frame_count(lengths, self.frame_length, self.frame_step)
         return power, frames
+
+    def _within_range(self, audio, lengths):
+        """audio, after checking that its power spectrum cannot overflow float32.
+
+        A frame's power in a band is at most (fft_length * max |x|)^2 and the
+        frame's energy sums fft_length / 2 + 1 bands: beyond the limit here
+        the features would be inf or NaN. Samples are expected in [-1, 1]; an
+        InvalidArgumentError names `audio`, the value and its index.
+        """
+        if in_xla_context():
+            return audio
+        largest = float(np.finfo(np.float32).max)
+        limit = math.sqrt(largest / (self.fft_length + 2)) / self.fft_length
+        valid = tf.sequence_mask(lengths, tf.shape(audio)[1])
+        check = refuse(
+            valid & (tf.abs(audio) > limit),
+            audio,
+            f"audio samples must lie within +-{limit:.3g} (float32 power spectra of "
+            "larger ones overflow; the layers read samples in [-1, 1])",
+        )
+        with after(check):
+            return tf.identity(audio)
 
     def _output_shape(self, input_shape, size):
         """((B, T, size), (B,)) of audio shaped (B, N); T is None when N is."""
@@ -121,12 +151,12 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return scale * tf.reduce_sum(power, axis=-1, keepdims=True)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            dynamic_range_db=self.dynamic_range_db,
-            sample_rate=self.sample_rate,
-            frame_length_ms=self.frame_length_ms,
-            frame_step_ms=self.frame_step_ms,
-            fft_length=self.fft_length,
+        return with_attributes(
+            super().get_config(),
+            self,
+            "dynamic_range_db",
+            "sample_rate",
+            "frame_length_ms",
+            "frame_step_ms",
+            "fft_length",
         )
-        return config

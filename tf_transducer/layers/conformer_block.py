@@ -8,7 +8,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive, float_values, resolve_lengths
+from tf_transducer._checks import (
+    check_positive,
+    float_values,
+    resolve_lengths,
+    with_attributes,
+)
 from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
 from tf_transducer.layers.conv_subsampling import check_width
 
@@ -342,13 +347,13 @@ class ConformerBlock(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return y, [keys[:, size:], new_valid[:, size:], depthwise_in[:, size:]]
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            d_model=self.d_model,
-            num_heads=self.num_heads,
-            ff_mult=self.ff_mult,
-            conv_kernel=self.conv_kernel,
-            dropout=self.dropout,
-            max_relative_position=self.max_relative_position,
+        return with_attributes(
+            super().get_config(),
+            self,
+            "d_model",
+            "num_heads",
+            "ff_mult",
+            "conv_kernel",
+            "dropout",
+            "max_relative_position",
         )
-        return config

@@ -11,6 +11,7 @@ from tf_transducer._checks import (
     check_non_negative_int,
     check_positive,
     resolve_lengths,
+    with_attributes,
 )
 from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
 from tf_transducer.layers.conformer_block import (
@@ -249,19 +250,19 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return x, new_states
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            d_model=self.d_model,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            ff_mult=self.ff_mult,
-            conv_kernel=self.conv_kernel,
-            chunk_size=self.chunk_size,
-            left_context=self.left_context,
-            subsampling=self.subsampling,
-            dropout=self.dropout,
-            chunk_sizes=self.chunk_sizes,
-            max_relative_position=self.max_relative_position,
-            seed=self.seed,
+        return with_attributes(
+            super().get_config(),
+            self,
+            "d_model",
+            "num_layers",
+            "num_heads",
+            "ff_mult",
+            "conv_kernel",
+            "chunk_size",
+            "left_context",
+            "subsampling",
+            "dropout",
+            "chunk_sizes",
+            "max_relative_position",
+            "seed",
         )
-        return config

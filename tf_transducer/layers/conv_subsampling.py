@@ -12,6 +12,7 @@ from tf_transducer._checks import (
     float_values,
     require,
     resolve_lengths,
+    with_attributes,
 )
 from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
 
@@ -191,6 +192,6 @@ class ConvSubsampling(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return y, x[:, size:]
 
     def get_config(self):
-        config = super().get_config()
-        config.update(d_model=self.d_model, factor=self.factor, channels=self.channels)
-        return config
+        return with_attributes(
+            super().get_config(), self, "d_model", "factor", "channels"
+        )

@@ -10,6 +10,7 @@ from tf_transducer._checks import (
     finite_within,
     float_values,
     resolve_lengths,
+    with_attributes,
 )
 from tf_transducer.layers import _dsp
 from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
@@ -155,9 +156,7 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return tuple(features_shape), (features_shape[0],)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(mode=self.mode, epsilon=self.epsilon)
-        return config
+        return with_attributes(super().get_config(), self, "mode", "epsilon")
 
 
 def _adapt_frames(features, lengths, number, dim):

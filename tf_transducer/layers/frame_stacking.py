@@ -8,6 +8,7 @@ from tf_transducer._checks import (
     check_non_negative_int,
     check_positive,
     resolve_lengths,
+    with_attributes,
 )
 from tf_transducer.layers import _dsp
 from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
@@ -74,10 +75,6 @@ class FrameStacking(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return (batch, ceil_div(frames, self.stride), stacked), (batch,)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            left_context=self.left_context,
-            right_context=self.right_context,
-            stride=self.stride,
+        return with_attributes(
+            super().get_config(), self, "left_context", "right_context", "stride"
         )
-        return config

@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive
+from tf_transducer._checks import check_positive, with_attributes
 from tf_transducer.layers import _dsp
 from tf_transducer.layers._feature_base import SpectralLayer
 
@@ -104,11 +104,6 @@ class LogMelSpectrogram(SpectralLayer):
         return self._output_shape(input_shape, self.n_mels)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            n_mels=self.n_mels,
-            f_min=self.f_min,
-            f_max=self.f_max,
-            log_offset=self.log_offset,
+        return with_attributes(
+            super().get_config(), self, "n_mels", "f_min", "f_max", "log_offset"
         )
-        return config

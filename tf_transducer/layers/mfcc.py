@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive
+from tf_transducer._checks import check_positive, with_attributes
 from tf_transducer.layers import _dsp
 from tf_transducer.layers._feature_base import SpectralLayer
 
@@ -115,11 +115,11 @@ class Mfcc(SpectralLayer):
         return self._output_shape(input_shape, self.n_coefficients)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            n_coefficients=self.n_coefficients,
-            filterbank_channels=self.filterbank_channels,
-            f_min=self.f_min,
-            f_max=self.f_max,
+        return with_attributes(
+            super().get_config(),
+            self,
+            "n_coefficients",
+            "filterbank_channels",
+            "f_min",
+            "f_max",
         )
-        return config

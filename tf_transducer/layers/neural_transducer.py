@@ -30,7 +30,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import after, first_bad, require, resolve_lengths
+from tf_transducer._checks import (
+    after,
+    first_bad,
+    require,
+    resolve_lengths,
+    with_attributes,
+)
 from tf_transducer.layers._checks import TracedOutputSpec, ceil_div
 
 
@@ -288,17 +294,17 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         return labels, counts, [out, h, c]
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            n_out=self.n_out,
-            transducer_hidden_units=self.transducer_hidden_units,
-            transducer_max_width=self.transducer_max_width,
-            input_block_size=self.input_block_size,
-            embedding_size=self.embedding_size,
-            e_symbol_index=self.e_symbol_index,
-            use_prev_state_as_start=self.use_prev_state_as_start,
+        return with_attributes(
+            super().get_config(),
+            self,
+            "n_out",
+            "transducer_hidden_units",
+            "transducer_max_width",
+            "input_block_size",
+            "embedding_size",
+            "e_symbol_index",
+            "use_prev_state_as_start",
         )
-        return config
 
 
 def _scan_with_outputs(step, elems, state):

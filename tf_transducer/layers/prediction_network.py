@@ -4,7 +4,13 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import after, check_positive, first_bad, require
+from tf_transducer._checks import (
+    after,
+    check_positive,
+    first_bad,
+    require,
+    with_attributes,
+)
 from tf_transducer.layers._checks import TracedOutputSpec
 
 
@@ -123,12 +129,12 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
         return tf.nn.relu(self.conv(flat)), [history]
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            vocab_size=self.vocab_size,
-            embedding_dim=self.embedding_dim,
-            units=self.units,
-            kind=self.kind,
-            context_size=self.context_size,
+        return with_attributes(
+            super().get_config(),
+            self,
+            "vocab_size",
+            "embedding_dim",
+            "units",
+            "kind",
+            "context_size",
         )
-        return config

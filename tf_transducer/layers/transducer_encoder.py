@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive, resolve_lengths
+from tf_transducer._checks import check_positive, resolve_lengths, with_attributes
 from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
 from tf_transducer.layers.frame_stacking import FrameStacking
 
@@ -128,11 +128,6 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return x, new_states
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            units=self.units,
-            num_layers=self.num_layers,
-            stack=self.stack,
-            dropout=self.dropout,
+        return with_attributes(
+            super().get_config(), self, "units", "num_layers", "stack", "dropout"
         )
-        return config

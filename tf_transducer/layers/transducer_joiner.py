@@ -4,7 +4,7 @@
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive
+from tf_transducer._checks import check_positive, with_attributes
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -75,6 +75,4 @@ class TransducerJoiner(keras.layers.Layer):
         return self.joint(enc, dec)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(vocab_size=self.vocab_size, units=self.units)
-        return config
+        return with_attributes(super().get_config(), self, "vocab_size", "units")

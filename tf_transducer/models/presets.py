@@ -24,6 +24,7 @@ context. "lstm-1m" is the recipe's and the demo's LSTM transducer.
 """
 
 import copy
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -119,6 +120,23 @@ def part_class(spec: Mapping[str, Any], part: str) -> type:
             "named 'package>Class')"
         )
     return cls
+
+
+def check_arguments(part: str, spec: Mapping[str, Any]) -> None:
+    """ValueError naming an argument a part configuration's class does not take.
+
+    Builds nothing (a layer's values are checked when it is built).
+    """
+    cls = part_class(spec, part)
+    if cls not in PART_CLASSES.values():
+        return  # a class of one's own: checked when built
+    known = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+    unknown = sorted(set(spec) - known - {"class_name", *_LAYER_KEYS})
+    if unknown:
+        raise ValueError(
+            f"{part} ({spec['class_name']}): unknown arguments {unknown}; it takes "
+            f"{sorted(known - {'vocab_size'})}"
+        )
 
 
 def build_part(part: str, spec: Any, vocab_size: int) -> keras.layers.Layer:

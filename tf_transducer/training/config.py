@@ -19,6 +19,7 @@ run.json's "config"; run.json files of 0.1 (no "kind") are read too.
 """
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,19 +91,38 @@ def _preset(name: str, value: Any) -> str | None:
 
 
 def _spec_augment(name: str, value: Any) -> Any:
-    """The setting: "default", "none", a SpecAugment preset or its arguments."""
+    """The setting: "default", "none", a SpecAugment preset or its arguments.
+
+    The names are checked here, the values by `check_spec_augment` (it
+    builds the layer, which starts TensorFlow's runtime).
+    """
     from tf_transducer.layers import SpecAugment
+    from tf_transducer.layers.spec_augment import PRESETS
 
     if value in ("default", "none", None):
         return "none" if value is None else value
-    try:
-        SpecAugment.from_arg(value)  # its errors name the bad argument
-    except (TypeError, ValueError) as error:
+    if isinstance(value, str) and value in PRESETS:
+        return value
+    if not isinstance(value, Mapping):
         raise ValueError(
-            f'{name}: "default", "none", a SpecAugment preset (LB, LD, SM, SS) or '
-            f"a dict of SpecAugment arguments; {error}"
-        ) from None
-    return mapping(name, value) if isinstance(value, Mapping) else value
+            f'{name}: "default", "none", a SpecAugment preset {sorted(PRESETS)} or '
+            f"a dict of SpecAugment arguments, got {value!r}"
+        )
+    known = set(inspect.signature(SpecAugment.__init__).parameters) - {"self", "kwargs"}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ValueError(f"{name}: unknown SpecAugment arguments {unknown}")
+    return mapping(name, value)
+
+
+def check_spec_augment(name: str, value: Any) -> None:
+    """The values of a spec_augment setting, checked by building the layer."""
+    from tf_transducer.layers import SpecAugment
+
+    try:
+        SpecAugment.from_arg(spec_augment_policy(value))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from None
 
 
 def _wave_augment(name: str, value: Any) -> Any:
@@ -225,23 +245,20 @@ class ModelConfig(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.parts()  # the parts' own checks, named (model.encoder (...): ...)
+        from tf_transducer.models.presets import check_arguments
 
-    def parts(self) -> dict[str, dict[str, Any]]:
-        """The three part configurations, the preset's merged with the overrides.
+        for part, spec in self._specs().items():
+            try:
+                check_arguments(part, spec)
+            except ValueError as error:
+                raise ValueError(f"model.{error}") from None
 
-        Each is checked by building its layer (cheap: no weights yet).
-        """
-        from tf_transducer.models.presets import (
-            PARTS,
-            build_part,
-            merged,
-            part_config,
-            preset_parts,
-        )
+    def _specs(self) -> dict[str, dict[str, Any]]:
+        """The three part configurations, the preset's merged with the overrides."""
+        from tf_transducer.models.presets import PARTS, merged, preset_parts
 
         base = preset_parts(self.preset) if self.preset else {}
-        parts = {}
+        specs = {}
         for part in PARTS:
             given = getattr(self, part)
             if self.preset is None and "class_name" not in given:
@@ -249,7 +266,21 @@ class ModelConfig(Section):
                     f"model.{part}: without a preset, a whole part configuration "
                     f"{{'class_name': ..., <arguments>}} is needed, got {given!r}"
                 )
-            spec = merged(base[part], given) if self.preset else given
+            specs[part] = merged(base[part], given) if self.preset else given
+        return specs
+
+    def parts(self) -> dict[str, dict[str, Any]]:
+        """The three part configurations, each checked by building its layer.
+
+        Building a layer starts TensorFlow's runtime (seed generators are
+        variables), which a multi-worker strategy must be created before:
+        construction checks names and types only, `parts` (called by
+        `RunConfig.check` and the recipe, after the strategy) the values.
+        """
+        from tf_transducer.models.presets import build_part, part_config
+
+        parts = {}
+        for part, spec in self._specs().items():
             try:
                 layer = build_part(part, spec, vocab_size=2)
             except ValueError as error:
@@ -381,6 +412,15 @@ class RunConfig(RootConfig):
                 f"optimizer.lr_warmup_epochs must be below training.epochs "
                 f"({epochs}), got {warmup}"
             )
+
+    def check(self) -> None:
+        """The values that only building the model's layers checks (named).
+
+        Construction checks the rest without starting TensorFlow's runtime;
+        `recipe.train` calls this once its strategy exists.
+        """
+        self.model.parts()
+        check_spec_augment("augment.spec_augment", self.augment.spec_augment)
 
     def resolved(self) -> "RunConfig":
         """The same run with its defaults spelt out: what run.json records.

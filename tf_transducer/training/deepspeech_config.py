@@ -19,13 +19,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from tf_transducer.training.config import _spec_augment, check_spec_augment
 from tf_transducer.training.config_base import (
     RootConfig,
     Section,
     a_float,
     any_int,
     boolean,
-    mapping,
     non_negative_float,
     non_negative_int,
     paths,
@@ -39,18 +39,15 @@ SPEC_AUGMENT = ("none", "LB", "LD", "SM", "SS")
 
 
 def _augment(name: str, value: Any) -> Any:
+    """A SpecAugment policy name, "none", or SpecAugment's arguments (names checked)."""
     if value is None or value in SPEC_AUGMENT:
         return "none" if value is None else value
-    from tf_transducer.layers import SpecAugment
-
-    try:
-        SpecAugment.from_arg(value)
-    except (TypeError, ValueError) as error:
+    if not isinstance(value, Mapping):
         raise ValueError(
-            f"{name}: one of {list(SPEC_AUGMENT)} or a dict of SpecAugment "
-            f"arguments; {error}"
-        ) from None
-    return mapping(name, value)
+            f"{name} must be one of {list(SPEC_AUGMENT)} or a dict of SpecAugment "
+            f"arguments, got {value!r}"
+        )
+    return _spec_augment(name, value)
 
 
 def _characters(name: str, value: Any) -> str:
@@ -216,6 +213,10 @@ class DeepSpeechRunConfig(RootConfig):
     training: DeepSpeechTrainingConfig = dataclasses.field(
         default_factory=DeepSpeechTrainingConfig
     )
+
+    def check(self) -> None:
+        """The values that only building the layers checks (named); see RunConfig."""
+        check_spec_augment("model.augment", self.model.augment)
 
     def __post_init__(self) -> None:
         for key, section in self.sections().items():

@@ -119,7 +119,8 @@ def train(
             f"DeepSpeechRunConfig, got {type(config).__name__}"
         )
     check_verbose(verbose)
-    strategy = strategy or strategy_from_environment()
+    strategy = strategy or strategy_from_environment()  # before TF's runtime starts
+    config.check()
     chief = is_chief(strategy)
     data, training, opt = config.data, config.training, config.optimizer
     alphabet = CharacterAlphabet(list(data.alphabet))

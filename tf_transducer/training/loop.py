@@ -63,12 +63,24 @@ _NOT_DESCRIBED = ("name", "dtype", "trainable")
 def model_description(model):
     """What a checkpoint belongs to: the model's class and configuration.
 
-    The configuration leaves out the model's name and dtype policy.
+    The configuration leaves out the names and dtype policies, the model's
+    and its parts' (Keras names a layer after how many came before it).
     """
-    config = {k: v for k, v in model.get_config().items() if k not in _NOT_DESCRIBED}
     return json.loads(
-        json.dumps({"class": type(model).__name__, "config": config}, default=repr)
+        json.dumps(
+            {"class": type(model).__name__, "config": _described(model.get_config())},
+            default=repr,
+        )
     )
+
+
+def _described(config):
+    """A config without names and dtype policies, at every depth."""
+    if isinstance(config, dict):
+        return {k: _described(v) for k, v in config.items() if k not in _NOT_DESCRIBED}
+    if isinstance(config, list):
+        return [_described(v) for v in config]
+    return config
 
 
 def _check_description(path, model, chief):

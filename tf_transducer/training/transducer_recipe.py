@@ -167,7 +167,8 @@ def train(
             f"{type(config).__name__}"
         )
     check_verbose(verbose)
-    strategy = strategy or strategy_from_environment()
+    strategy = strategy or strategy_from_environment()  # before TF's runtime starts
+    config.check()
     chief = is_chief(strategy)
     data = config.data
     train_manifests = manifest_list(data.train_files, "data.train_files")

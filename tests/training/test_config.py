@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The run configurations: checked once, written and read as JSON, overridden."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from tf_transducer.training.config import (
+    AugmentConfig,
+    DataConfig,
+    FeaturesConfig,
+    ModelConfig,
+    OptimizerConfig,
+    RunConfig,
+    TrainingConfig,
+)
+from tf_transducer.training.config_base import flag_fields
+from tf_transducer.training.deepspeech_config import (
+    DeepSpeechModelConfig,
+    DeepSpeechRunConfig,
+    DeepSpeechTrainingConfig,
+)
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_defaults_are_the_recipe_and_round_trip_through_json(tmp_path):
+    config = RunConfig()
+    assert config.model.preset == "lstm-1m"
+    assert (config.training.epochs, config.training.batch_size) == (50, 16)
+    assert config.augment.warmup_epochs == 10
+    path = str(tmp_path / "run.json")
+    text = config.to_json(path)
+    assert json.loads(text)["kind"] == "transducer"
+    assert RunConfig.from_json(path) == config
+    assert RunConfig.from_dict(json.loads(text)) == config
+    # A run.json (configuration and state) reads the same.
+    with open(path, "w") as f:
+        json.dump({"config": config.to_dict(), "state": {"epochs_done": 3}}, f)
+    assert RunConfig.from_json(path) == config
+
+
+def test_a_preset_name_is_a_model_and_resolved_spells_it_out():
+    config = RunConfig(model="conformer-2m")
+    assert config.model == ModelConfig("conformer-2m")
+    resolved = config.resolved()
+    assert resolved.model.preset is None
+    encoder = resolved.model.encoder
+    assert encoder["class_name"] == "ConformerEncoder" and encoder["d_model"] == 96
+    assert resolved.augment.spec_augment["freq_mask_count"] == 2  # the default
+    assert resolved.augment.wave_augment["babble"] is True
+    assert resolved.resolved() == resolved
+    again = RunConfig.from_dict(json.loads(resolved.to_json()))
+    assert again == resolved
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: TrainingConfig(batch_size=0), "training.batch_size must be a positive int, got 0"),
+        (lambda: TrainingConfig(batch_size=2.0), "training.batch_size must be a positive int"),
+        (lambda: TrainingConfig(loss="ctc"), "training.loss must be one of"),
+        (lambda: TrainingConfig(seed="1"), "training.seed must be an int"),
+        (lambda: FeaturesConfig(sample_rate=-8000), "features.sample_rate"),
+        (lambda: DataConfig(train_files=[3]), "data.train_files must be a list of paths"),
+        (lambda: DataConfig(text_encoder="bytes"), "data.text_encoder must be one of"),
+        (lambda: DataConfig(max_duration=float("nan")), "data.max_duration must be finite"),
+        (lambda: DataConfig(word_delimiter=1), "data.word_delimiter must be true or false"),
+        (lambda: OptimizerConfig(learning_rate=0), "optimizer.learning_rate must be > 0"),
+        (lambda: AugmentConfig(spec_augment="XL"), "augment.spec_augment"),
+        (lambda: AugmentConfig(spec_augment={"freq_masks": 1}), r"augment.spec_augment: unknown SpecAugment arguments \['freq_masks'\]"),
+        (lambda: ModelConfig(encoder={"width": 3}), r"model.encoder \(TransducerEncoder\): unknown arguments \['width'\]"),
+        (lambda: RunConfig(training=TrainingConfig(epochs=3),
+                           optimizer=OptimizerConfig(lr_warmup_epochs=3)),
+         r"optimizer.lr_warmup_epochs must be below training.epochs \(3\)"),
+        (lambda: RunConfig(training="fast"), "training must be a TrainingConfig"),
+        (lambda: RunConfig.from_dict({"training": {"batch": 3}}),
+         r"training: unknown settings \['batch'\]"),
+        (lambda: RunConfig.from_dict({"trainer": {}}), r"unknown sections \['trainer'\]"),
+        (lambda: RunConfig.from_dict({"kind": "deepspeech"}), "a 'deepspeech' run"),
+        (lambda: DeepSpeechModelConfig(dropout_rate=1.0), "model.dropout_rate must lie"),
+        (lambda: DeepSpeechTrainingConfig(es_epochs=0), "training.es_epochs"),
+    ],
+)  # fmt: skip
+def test_bad_settings_are_named(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_overrides_take_json_values_and_name_bad_keys():
+    config = RunConfig().with_overrides(
+        [
+            "training.batch_size=32",
+            "model.encoder.units=512",
+            "augment.spec_augment=LB",
+            'data.train_files=["a.csv", "b.csv"]',
+            "optimizer.learning_rate=1e-3",
+        ]
+    )
+    assert config.training.batch_size == 32
+    assert config.model.encoder == {"units": 512}
+    assert config.augment.spec_augment == "LB"
+    assert config.data.train_files == ("a.csv", "b.csv")
+    assert config.optimizer.learning_rate == 0.001
+    for bad, message in [
+        ("training.batch_size", "expected section.setting=value"),
+        ("trainer.epochs=3", "unknown section 'trainer'"),
+        ("training.batch=3", r"unknown settings \['batch'\]"),
+        ("training.batch_size=0", "training.batch_size must be a positive int"),
+        ("training.epochs.x=1", "training.epochs is not a section or dict"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            RunConfig().with_overrides([bad])
+
+
+def test_every_flag_is_named_once():
+    for root in (RunConfig, DeepSpeechRunConfig):
+        names = [f.metadata.get("flag") or f.name for _, f in flag_fields(root)]
+        assert len(names) == len(set(names)), names
+        assert all(f.metadata["help"] for _, f in flag_fields(root))
+
+
+@pytest.mark.parametrize("name", ["lstm", "conformer"])
+def test_a_0_1_run_json_reads_as_the_same_run(name):
+    config = RunConfig.from_json(os.path.join(DATA, f"run_v0_{name}.json"))
+    with open(os.path.join(DATA, f"run_v0_{name}.json")) as f:
+        old = json.load(f)["config"]
+    assert config.model.preset is None
+    assert config.features.sample_rate == old["features"]["sample_rate"]
+    assert config.training.epochs == old["training"]["epochs"]
+    assert config.augment.spec_augment == old["model"]["augment"]
+    assert config.augment.wave_augment == old["data"]["wave_augment"]
+    if name == "conformer":
+        assert config.model.encoder["d_model"] == old["model"]["conformer_dim"]
+        assert config.model.encoder["chunk_sizes"] == old["model"]["chunk_sizes"]
+        assert config.optimizer.lr_warmup_epochs == 1
+    else:
+        assert config.model.encoder["units"] == old["model"]["encoder_units"]
+    # The same run, written today, is what the old one reads as.
+    lstm = RunConfig(
+        model=ModelConfig(encoder={"units": 16}),
+        features=FeaturesConfig(sample_rate=8000, n_mels=20),
+        data=DataConfig(
+            train_files=tuple(old["data"]["train_files"]), text_encoder="words"
+        ),  # fmt: skip
+        training=TrainingConfig(epochs=1),
+    )
+    if name == "lstm":
+        assert lstm.resolved() == config.resolved()
+
+
+def test_a_0_1_deepspeech_run_json_reads_too(tmp_path):
+    config = DeepSpeechRunConfig.from_json(os.path.join(DATA, "run_v0_deepspeech.json"))
+    assert config.model.n_hidden == 32 and config.model.augment == "LD"
+    assert config.training.batch_size == 8 and config.training.steps_per_epoch == 3
+    assert config.data.alphabet == " abcdefghijklmnopqrstuvwxyz'"
+    assert config.model.keras_arguments(29)["num_classes"] == 29
+
+
+def test_unreadable_or_foreign_files_are_named(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ValueError, match="bad.json: not JSON"):
+        RunConfig.from_json(str(bad))
+    with pytest.raises(ValueError, match="cannot read the configuration"):
+        RunConfig.from_json(str(tmp_path / "missing.json"))
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"features": {}, "model": {}}))
+    with pytest.raises(
+        ValueError, match=r"partial.json: .*lacks \['data', 'training'\]"
+    ):
+        RunConfig.from_json(str(partial))
+    ds = os.path.join(DATA, "run_v0_deepspeech.json")
+    with pytest.raises(ValueError, match=r"lacks \['features'\]"):
+        RunConfig.from_json(ds)
+
+
+def test_configs_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RunConfig().training.epochs = 3  # type: ignore[misc]
+
+
+def test_configs_leave_tensorflow_unstarted_for_multi_worker_strategies():
+    # MultiWorkerMirroredStrategy must be created before TensorFlow's runtime
+    # starts: building, overriding and reading configurations must not start
+    # it (RunConfig.check, which builds the layers, comes after the strategy).
+    import subprocess
+    import sys
+
+    code = """
+from tensorflow.python.eager import context
+from tf_transducer.training.config import AugmentConfig, ModelConfig, RunConfig
+from tf_transducer.training.deepspeech_config import (
+    DeepSpeechModelConfig, DeepSpeechRunConfig)
+config = RunConfig(
+    model=ModelConfig("conformer-2m", encoder={"chunk_size": 4}),
+    augment=AugmentConfig(spec_augment={"freq_mask_count": 3},
+                          wave_augment={"noise_prob": 0.5}),
+).with_overrides(["training.batch_size=3"])
+DeepSpeechRunConfig(model=DeepSpeechModelConfig(augment={"freq_mask_count": 1}))
+print("unstarted", context.context()._context_handle is None)
+config.check()
+print("checked", context.context()._context_handle is None)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=300, check=True).stdout  # fmt: skip
+    assert "unstarted True" in out and "checked False" in out
+
+
+def test_check_names_the_values_construction_leaves_to_it():
+    config = RunConfig(
+        model=ModelConfig("conformer-2m", encoder={"num_heads": 5}),
+    )
+    with pytest.raises(
+        ValueError, match=r"model.encoder \(ConformerEncoder\): .*num_heads"
+    ):
+        config.check()
+    bad = RunConfig(augment=AugmentConfig(spec_augment={"freq_mask_count": -1}))
+    with pytest.raises(ValueError, match="augment.spec_augment: .*freq_mask_count"):
+        bad.check()
