@@ -27,6 +27,7 @@ from tf_transducer._checks import (
     float_values,
     require,
     resolve_lengths,
+    with_attributes,
 )
 from tf_transducer.layers._checks import ListLengths
 from tf_transducer.layers.random_draws import Draws, input_seed
@@ -420,18 +421,9 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         return features_shape
 
     def get_config(self):
-        config = super().get_config()
-        for name in PER_DOMAIN:
-            config[name] = getattr(self, name)
-        config.update(
-            use_noise=self.use_noise,
-            gaussian_noise=self.gaussian_noise,
-            freq_noise_warmup_steps=self.freq_noise_warmup_steps,
-            start_step=self.start_step,
-            unstack=self.unstack,
-            stack_height=self.stack_height,
-            domain_ids=list(self.domain_ids),
-            use_input_dependent_random_seed=self.use_input_dependent_random_seed,
-            seed=self.seed,
-        )
-        return config
+        config = with_attributes(
+            super().get_config(), self, *PER_DOMAIN, "use_noise", "gaussian_noise",
+            "freq_noise_warmup_steps", "start_step", "unstack", "stack_height",
+            "use_input_dependent_random_seed", "seed",
+        )  # fmt: skip
+        return dict(config, domain_ids=list(self.domain_ids))

@@ -4,6 +4,7 @@
 Inputs are values alone, (values, lengths) or a dict.
 """
 
+import keras
 import tensorflow as tf
 
 
@@ -62,3 +63,28 @@ def plus_added_losses(model, loss):
     for extra in model.losses:
         loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
     return loss
+
+
+def deserialized(value):
+    """A part given to a model's __init__: a Keras serialisation is rebuilt."""
+    if isinstance(value, dict):  # from a saved config
+        return keras.saving.deserialize_keras_object(value)
+    return value
+
+
+def serialized(value):
+    """A part for get_config: None stays None."""
+    return None if value is None else keras.saving.serialize_keras_object(value)
+
+
+def with_parts(config, model, *names):
+    """A model's config with its parts `names` serialised (get_config's tail)."""
+    return {**config, **{name: serialized(getattr(model, name)) for name in names}}
+
+
+def encoded(encoder, inputs, training):
+    """(an optional encoder's frames [B, T, D], lengths [B]) of model inputs."""
+    values, lengths = split_inputs(inputs, "features")
+    if encoder is not None:
+        values = encoder(values, training=training)
+    return values, lengths

@@ -4,6 +4,7 @@
 import keras
 import tensorflow as tf
 
+from tf_transducer._checks import with_attributes
 from tf_transducer.layers import FrameStacking, Mfcc, SpecAugment
 from tf_transducer.models._inputs import optimizer_step, split_inputs
 
@@ -206,24 +207,10 @@ class DeepSpeech(keras.Model):
         return self.layer_6(x), state[0], state[1]
 
     def get_config(self):
-        config = super().get_config()
-        r = self.dropout_rates
-        config.update(
-            num_classes=self.num_classes,
-            n_hidden=self.n_hidden,
-            n_context=self.n_context,
-            n_input=self.n_input,
-            relu_clip=self.relu_clip,
-            dropout_rate=r[0],
-            dropout_rate2=r[1],
-            dropout_rate3=r[2],
-            dropout_rate4=r[3],
-            dropout_rate5=r[4],
-            dropout_rate6=r[5],
-            audio_input=self.audio_input,
-            sample_rate=self.sample_rate,
-            feature_win_len=self.feature_win_len,
-            feature_win_step=self.feature_win_step,
-            augment=self.augment,
-        )
-        return config
+        names = ["dropout_rate"] + [f"dropout_rate{i}" for i in range(2, 7)]
+        rates = dict(zip(names, self.dropout_rates, strict=True))
+        return with_attributes(
+            dict(super().get_config(), **rates), self, "num_classes", "n_hidden",
+            "n_context", "n_input", "relu_clip", "audio_input", "sample_rate",
+            "feature_win_len", "feature_win_step", "augment",
+        )  # fmt: skip

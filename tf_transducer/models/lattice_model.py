@@ -5,11 +5,7 @@ import keras
 
 from tf_transducer.lattice import RecognitionLattice
 from tf_transducer.losses import RecognitionLatticeLoss
-from tf_transducer.models._inputs import (
-    encoded_shape,
-    plus_added_losses,
-    split_inputs,
-)
+from tf_transducer.models import _inputs
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -31,33 +27,20 @@ class LatticeModel(keras.Model):
 
     def __init__(self, lattice, encoder=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(lattice, dict):  # from a saved config
-            lattice = keras.saving.deserialize_keras_object(lattice)
-        if isinstance(encoder, dict):
-            encoder = keras.saving.deserialize_keras_object(encoder)
+        lattice, encoder = _inputs.deserialized(lattice), _inputs.deserialized(encoder)
         if not isinstance(lattice, RecognitionLattice):
             raise ValueError(f"lattice must be a RecognitionLattice, got {lattice!r}")
         self.lattice, self.encoder = lattice, encoder
 
     def build(self, input_shape):
-        self.lattice.build(encoded_shape(input_shape, self.encoder))
+        self.lattice.build(_inputs.encoded_shape(input_shape, self.encoder))
         self.built = True
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            lattice=keras.saving.serialize_keras_object(self.lattice),
-            encoder=None
-            if self.encoder is None
-            else keras.saving.serialize_keras_object(self.encoder),
-        )
-        return config
+        return _inputs.with_parts(super().get_config(), self, "lattice", "encoder")
 
     def call(self, inputs, training=False):
-        values, lengths = split_inputs(inputs, "features")
-        frames = (
-            values if self.encoder is None else self.encoder(values, training=training)
-        )
+        frames, lengths = _inputs.encoded(self.encoder, inputs, training)
         return {"frames": frames, "num_frames": lengths}
 
     def compute_loss(
@@ -70,4 +53,4 @@ class LatticeModel(keras.Model):
                 f"{self.loss!r}"
             )
         loss = self.loss(y, dict(y_pred, lattice=self.lattice), sample_weight)
-        return plus_added_losses(self, loss)
+        return _inputs.plus_added_losses(self, loss)

@@ -49,6 +49,26 @@ def is_legacy(config: Mapping[str, Any]) -> bool:
     )
 
 
+# part class and {its argument: the flat argument}, per encoder kind.
+ENCODER_ARGUMENTS = {
+    "lstm": ("TransducerEncoder", dict(
+        units="encoder_units", num_layers="encoder_layers", stack="stack",
+        dropout="encoder_dropout",
+    )),
+    "conformer": ("ConformerEncoder", dict(
+        d_model="conformer_dim", num_layers="conformer_layers",
+        num_heads="conformer_heads", conv_kernel="conformer_kernel",
+        chunk_size="chunk_size", left_context="left_context",
+        subsampling="subsampling", dropout="encoder_dropout",
+        chunk_sizes="chunk_sizes",
+    )),
+}  # fmt: skip
+PREDICTOR_ARGUMENTS = dict(
+    embedding_dim="embedding_dim", units="predictor_units", kind="predictor",
+    context_size="context_size",
+)  # fmt: skip
+
+
 def legacy_parts(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """{"encoder", "predictor", "joiner"} part configurations of flat arguments.
 
@@ -59,36 +79,13 @@ def legacy_parts(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     kind = a["encoder"]
     if kind not in ENCODER_KINDS:
         raise ValueError(f'encoder must be "lstm" or "conformer", got {kind!r}')
-    encoders = {
-        "lstm": dict(
-            class_name="TransducerEncoder",
-            units=a["encoder_units"],
-            num_layers=a["encoder_layers"],
-            stack=a["stack"],
-            dropout=a["encoder_dropout"],
-        ),
-        "conformer": dict(
-            class_name="ConformerEncoder",
-            d_model=a["conformer_dim"],
-            num_layers=a["conformer_layers"],
-            num_heads=a["conformer_heads"],
-            conv_kernel=a["conformer_kernel"],
-            chunk_size=a["chunk_size"],
-            left_context=a["left_context"],
-            subsampling=a["subsampling"],
-            dropout=a["encoder_dropout"],
-            chunk_sizes=a["chunk_sizes"],
-        ),
-    }
+    cls, names = ENCODER_ARGUMENTS[kind]
     return {
-        "encoder": encoders[kind],
-        "predictor": dict(
-            class_name="PredictionNetwork",
-            embedding_dim=a["embedding_dim"],
-            units=a["predictor_units"],
-            kind=a["predictor"],
-            context_size=a["context_size"],
-        ),
+        "encoder": {"class_name": cls, **{new: a[old] for new, old in names.items()}},
+        "predictor": {
+            "class_name": "PredictionNetwork",
+            **{new: a[old] for new, old in PREDICTOR_ARGUMENTS.items()},
+        },
         "joiner": dict(class_name="TransducerJoiner", units=a["joiner_units"]),
     }
 
@@ -107,22 +104,12 @@ def _flat_preset(name: str) -> dict[str, Any]:
     from tf_transducer.models.presets import PRESETS
 
     parts = PRESETS[name]
-    e, p, j = parts["encoder"], parts["predictor"], parts["joiner"]
-    return dict(
-        encoder="conformer",
-        conformer_dim=e["d_model"],
-        conformer_layers=e["num_layers"],
-        conformer_heads=e["num_heads"],
-        conformer_kernel=e["conv_kernel"],
-        subsampling=e["subsampling"],
-        chunk_size=e["chunk_size"],
-        left_context=e["left_context"],
-        encoder_dropout=e["dropout"],
-        predictor=p["kind"],
-        embedding_dim=p["embedding_dim"],
-        predictor_units=p["units"],
-        joiner_units=j["units"],
-    )
+    encoder, predictor = parts["encoder"], parts["predictor"]
+    flat = {old: encoder[new] for new, old in ENCODER_ARGUMENTS["conformer"][1].items()
+            if new in encoder}  # fmt: skip
+    flat.update({old: predictor[new] for new, old in PREDICTOR_ARGUMENTS.items()
+                 if new in predictor})  # fmt: skip
+    return dict(flat, encoder="conformer", joiner_units=parts["joiner"]["units"])
 
 
 # Deprecated (0.1's name and form, kept for one release): the Conformer

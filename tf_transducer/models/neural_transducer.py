@@ -6,11 +6,7 @@ import tensorflow as tf
 
 from tf_transducer.layers.neural_transducer import NeuralTransducer
 from tf_transducer.losses import NeuralTransducerLoss
-from tf_transducer.models._inputs import (
-    encoded_shape,
-    plus_added_losses,
-    split_inputs,
-)
+from tf_transducer.models import _inputs
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -34,10 +30,10 @@ class NeuralTransducerModel(keras.Model):
 
     def __init__(self, transducer, encoder=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(transducer, dict):  # from a saved config
-            transducer = keras.saving.deserialize_keras_object(transducer)
-        if isinstance(encoder, dict):
-            encoder = keras.saving.deserialize_keras_object(encoder)
+        transducer, encoder = (
+            _inputs.deserialized(transducer),
+            _inputs.deserialized(encoder),
+        )
         if not isinstance(transducer, NeuralTransducer):
             raise ValueError(
                 f"transducer must be a NeuralTransducer layer, got {transducer!r}"
@@ -46,27 +42,17 @@ class NeuralTransducerModel(keras.Model):
         self.error_tracker = keras.metrics.Mean(name="error")
 
     def build(self, input_shape):
-        shape = encoded_shape(input_shape, self.encoder)
+        shape = _inputs.encoded_shape(input_shape, self.encoder)
         if not self.transducer.built:
             self.transducer.build(shape)
         self.built = True
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            transducer=keras.saving.serialize_keras_object(self.transducer),
-            encoder=None
-            if self.encoder is None
-            else keras.saving.serialize_keras_object(self.encoder),
-        )
-        return config
+        return _inputs.with_parts(super().get_config(), self, "transducer", "encoder")
 
     def call(self, inputs, training=False):
-        values, lengths = split_inputs(inputs, "features")
-        encoded = (
-            values if self.encoder is None else self.encoder(values, training=training)
-        )
-        return {"encoder": encoded, "lengths": lengths}
+        frames, lengths = _inputs.encoded(self.encoder, inputs, training)
+        return {"encoder": frames, "lengths": lengths}
 
     @property
     def metrics(self):
@@ -100,4 +86,4 @@ class NeuralTransducerModel(keras.Model):
         self.error_tracker.update_state(
             tf.reduce_sum(distance) / tf.maximum(tf.reduce_sum(outputs), 1.0)
         )
-        return plus_added_losses(self, loss)
+        return _inputs.plus_added_losses(self, loss)

@@ -52,48 +52,36 @@ PARTS = ("encoder", "predictor", "joiner")
 # Keras' own Layer arguments, not the part's: left out of part configurations.
 _LAYER_KEYS = ("name", "trainable", "dtype")
 
-_CONFORMER_CHUNKS = dict(subsampling=4, chunk_size=8, left_context=32, dropout=0.1)
+
+def _parts(encoder: dict, predictor: dict, joiner_units: int) -> dict:
+    """A preset's three part configurations."""
+    return {
+        "encoder": encoder,
+        "predictor": dict(class_name="PredictionNetwork", **predictor),
+        "joiner": dict(class_name="TransducerJoiner", units=joiner_units),
+    }
+
+
+def _conformer(d_model: int, num_layers: int, embedding_dim: int, units: int) -> dict:
+    """A Conformer preset: chunks of 8 encoder frames, 32 of left context."""
+    encoder = dict(
+        class_name="ConformerEncoder", d_model=d_model, num_layers=num_layers,
+        num_heads=4, conv_kernel=15, subsampling=4, chunk_size=8, left_context=32,
+        dropout=0.1,
+    )  # fmt: skip
+    return _parts(
+        encoder, dict(kind="lstm", embedding_dim=embedding_dim, units=units), units
+    )
+
+
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "lstm-1m": {
-        "encoder": dict(
-            class_name="TransducerEncoder", units=256, num_layers=2, stack=3
-        ),
-        "predictor": dict(
-            class_name="PredictionNetwork",
-            kind="stateless",
-            embedding_dim=64,
-            units=128,
-        ),  # fmt: skip
-        "joiner": dict(class_name="TransducerJoiner", units=128),
-    },
-    "conformer-2m": {
-        "encoder": dict(
-            class_name="ConformerEncoder",
-            d_model=96,
-            num_layers=6,
-            num_heads=4,
-            conv_kernel=15,
-            **_CONFORMER_CHUNKS,
-        ),  # fmt: skip
-        "predictor": dict(
-            class_name="PredictionNetwork", kind="lstm", embedding_dim=64, units=192
-        ),
-        "joiner": dict(class_name="TransducerJoiner", units=192),
-    },
-    "conformer-10m": {
-        "encoder": dict(
-            class_name="ConformerEncoder",
-            d_model=144,
-            num_layers=16,
-            num_heads=4,
-            conv_kernel=15,
-            **_CONFORMER_CHUNKS,
-        ),  # fmt: skip
-        "predictor": dict(
-            class_name="PredictionNetwork", kind="lstm", embedding_dim=256, units=320
-        ),
-        "joiner": dict(class_name="TransducerJoiner", units=320),
-    },
+    "lstm-1m": _parts(
+        dict(class_name="TransducerEncoder", units=256, num_layers=2, stack=3),
+        dict(kind="stateless", embedding_dim=64, units=128),
+        128,
+    ),
+    "conformer-2m": _conformer(96, 6, embedding_dim=64, units=192),
+    "conformer-10m": _conformer(144, 16, embedding_dim=256, units=320),
 }
 
 

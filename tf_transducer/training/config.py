@@ -26,17 +26,20 @@ from typing import Any
 from tf_transducer.training.config_base import (
     RootConfig,
     Section,
-    any_int,
+    batch_size_setting,
     boolean,
+    epochs_setting,
+    files_setting,
     mapping,
     non_negative_float,
     non_negative_int,
     one_of,
     optional,
-    paths,
     positive_float,
     positive_int,
+    seed_setting,
     setting,
+    skip_bad_setting,
 )
 
 TEXT_ENCODERS = ("chars", "words", "subwords")
@@ -191,16 +194,11 @@ class DataConfig(Section):
     """What is trained on, and the text units."""
 
     SECTION = "data"
-    train_files: tuple[str, ...] = setting(
-        (), paths, kind="list",
-        help="Comma-separated training manifests or corpora (a LibriSpeech "
-        "folder, a Common Voice .tsv, the .txt transcripts of a folder of "
-        "audio files).",
-    )  # fmt: skip
-    dev_files: tuple[str, ...] = setting(
-        (), paths, kind="list",
-        help="Comma-separated validation manifests or corpora.",
-    )  # fmt: skip
+    train_files: tuple[str, ...] = files_setting(
+        "training manifests or corpora (a LibriSpeech folder, a Common Voice "
+        ".tsv, the .txt transcripts of a folder of audio files)"
+    )
+    dev_files: tuple[str, ...] = files_setting("validation manifests or corpora")
     text_encoder: str = setting(
         "chars", one_of(*TEXT_ENCODERS), kind="enum", choices=TEXT_ENCODERS,
         help="Units: chars, words or subwords (SentencePiece of vocab_size pieces).",
@@ -216,10 +214,7 @@ class DataConfig(Section):
     max_duration: float = setting(
         30.0, positive_float, kind="float", help="Longest utterance, seconds."
     )
-    skip_bad: bool = setting(
-        False, boolean, kind="bool",
-        help="Drop (and count) unusable items instead of failing.",
-    )  # fmt: skip
+    skip_bad: bool = skip_bad_setting()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,11 +338,10 @@ class TrainingConfig(Section):
     """Epochs, batches, loss and seed."""
 
     SECTION = "training"
-    epochs: int = setting(50, positive_int, kind="integer", help="Training epochs.")
-    batch_size: int = setting(
-        16, positive_int, flag="train_batch_size", kind="integer",
-        help="Training batch size (global, over every replica).",
-    )  # fmt: skip
+    epochs: int = epochs_setting(50)
+    batch_size: int = batch_size_setting(
+        16, "Training batch size (global, over every replica)."
+    )
     loss: str = setting(
         "full", one_of(*LOSSES), kind="enum", choices=LOSSES,
         help="RnntLoss (full), FusedRnntLoss (fused: the full loss without "
@@ -357,10 +351,7 @@ class TrainingConfig(Section):
     pruned_range: int = setting(
         4, positive_int, kind=None, help="PrunedRnntLoss's s_range."
     )
-    seed: int = setting(
-        0, any_int, flag="random_seed", kind="integer",
-        help="Seed of weights, shuffling, augmentation.",
-    )  # fmt: skip
+    seed: int = seed_setting(0, "Seed of weights, shuffling, augmentation.")
     early_stopping: bool = setting(
         True, boolean, kind=None,
         help="With dev_files: stop when the validation loss stops improving.",
@@ -400,12 +391,7 @@ class RunConfig(RootConfig):
     def __post_init__(self) -> None:
         if isinstance(self.model, str):  # RunConfig(model="conformer-2m")
             object.__setattr__(self, "model", ModelConfig(self.model))
-        for key, section in self.sections().items():
-            if not isinstance(getattr(self, key), section):
-                raise ValueError(
-                    f"{key} must be a {section.__name__}, got "
-                    f"{type(getattr(self, key)).__name__}"
-                )
+        super().__post_init__()
         warmup, epochs = self.optimizer.lr_warmup_epochs, self.training.epochs
         if warmup >= epochs:
             raise ValueError(
@@ -437,60 +423,36 @@ class RunConfig(RootConfig):
         )
         return dataclasses.replace(self, model=self.model.resolved(), augment=augment)
 
+    LEGACY_SECTIONS = ("features", "model", "data", "training")
+
     @classmethod
-    def from_legacy(cls, values: Mapping[str, Any]) -> "RunConfig":
-        """The configuration of a 0.1 run.json (the recipe's keyword arguments).
+    def _from_legacy(cls, values: Mapping[str, Any]) -> "RunConfig":
+        """A 0.1 run.json's configuration: the recipe's keyword arguments.
 
         Its "model" holds the Transducer's flat arguments; features, data and
-        training the recipe's. Raises ValueError naming what is missing.
+        training the recipe's.
         """
         from tf_transducer.models.legacy import legacy_parts
 
-        missing = [
-            k for k in ("features", "model", "data", "training") if k not in values
-        ]
-        if missing:
-            raise ValueError(
-                f"not a transducer run configuration: it lacks {missing} (and has "
-                "no 'kind')"
-            )
-        try:
-            data, training = dict(values["data"]), dict(values["training"])
-            model = dict(values["model"])
-            augment = model.get("augment")
-            return cls(
-                model=ModelConfig(None, **legacy_parts(model)),
-                features=FeaturesConfig(**values["features"]),
-                data=DataConfig(
-                    **{
-                        k: data[k]
-                        for k in (
-                            "train_files",
-                            "dev_files",
-                            "text_encoder",
-                            "vocab_size",
-                            "word_delimiter",
-                            "max_duration",
-                        )
-                    }  # fmt: skip
-                ),
-                augment=AugmentConfig(
-                    spec_augment="none" if augment is None else augment,
-                    wave_augment=data.get("wave_augment") or "none",
-                    warmup_epochs=training["warmup_epochs"],
-                ),
-                optimizer=OptimizerConfig(
-                    learning_rate=training["learning_rate"],
-                    lr_warmup_epochs=training.get("lr_warmup_epochs", 0),
-                ),
-                training=TrainingConfig(
-                    epochs=training["epochs"],
-                    batch_size=training["batch_size"],
-                    loss=training["loss"],
-                    seed=training["seed"],
-                ),
-            )
-        except KeyError as error:
-            raise ValueError(
-                f"a 0.1 transducer run configuration lacks {error.args[0]!r}"
-            ) from None
+        data, training = dict(values["data"]), dict(values["training"])
+        model = dict(values["model"])
+        augment = model.get("augment")
+        data_keys = ("train_files", "dev_files", "text_encoder", "vocab_size",
+                     "word_delimiter", "max_duration")  # fmt: skip
+        return cls(
+            model=ModelConfig(None, **legacy_parts(model)),
+            features=FeaturesConfig(**values["features"]),
+            data=DataConfig(**{k: data[k] for k in data_keys}),
+            augment=AugmentConfig(
+                spec_augment="none" if augment is None else augment,
+                wave_augment=data.get("wave_augment") or "none",
+                warmup_epochs=training["warmup_epochs"],
+            ),
+            optimizer=OptimizerConfig(
+                learning_rate=training["learning_rate"],
+                lr_warmup_epochs=training.get("lr_warmup_epochs", 0),
+            ),
+            training=TrainingConfig(
+                **{k: training[k] for k in ("epochs", "batch_size", "loss", "seed")}
+            ),
+        )

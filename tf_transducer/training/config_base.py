@@ -57,6 +57,38 @@ def setting(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+# -- settings both recipes have (a field cannot be shared, a factory can) -----
+
+
+def files_setting(what: str) -> Any:
+    """data.train_files / dev_files: paths, a comma-separated flag."""
+    return setting((), paths, kind="list", help=f"Comma-separated {what}.")
+
+
+def skip_bad_setting() -> Any:
+    """data.skip_bad."""
+    return setting(
+        False, boolean, kind="bool",
+        help="Drop (and count) unusable items instead of failing.",
+    )  # fmt: skip
+
+
+def epochs_setting(default: int) -> Any:
+    """training.epochs."""
+    return setting(default, positive_int, kind="integer", help="Training epochs.")
+
+
+def batch_size_setting(default: int, help: str) -> Any:  # noqa: A002
+    """training.batch_size, as DeepSpeech's --train_batch_size."""
+    return setting(default, positive_int, flag="train_batch_size", kind="integer",
+                   help=help)  # fmt: skip
+
+
+def seed_setting(default: int, help: str) -> Any:  # noqa: A002
+    """training.seed, as DeepSpeech's --random_seed."""
+    return setting(default, any_int, flag="random_seed", kind="integer", help=help)
+
+
 # -- checks: each takes the setting's qualified name and its value -----------
 
 
@@ -199,6 +231,17 @@ class RootConfig:
 
     KIND: ClassVar[str] = ""  # recorded in the JSON, checked when read
 
+    def __post_init__(self) -> None:
+        for key, section in self.sections().items():
+            if not isinstance(getattr(self, key), section):
+                raise ValueError(
+                    f"{key} must be a {section.__name__}, got "
+                    f"{type(getattr(self, key)).__name__}"
+                )
+
+    def check(self) -> None:
+        """What only building the run's layers checks (after the strategy)."""
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.KIND}
         for field in dataclasses.fields(self):  # type: ignore[arg-type]
@@ -271,13 +314,35 @@ class RootConfig:
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from None
 
+    # The sections of an older release's run.json (no "kind"), read by
+    # `_from_legacy` (none: such files are refused).
+    LEGACY_SECTIONS: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def from_legacy(cls: type[T], values: Mapping[str, Any]) -> T:
-        """A configuration of an older layout (no "kind"); refused by default."""
-        raise ValueError(
-            f"not a {cls.KIND} run configuration (it has no 'kind'; its keys are "
-            f"{sorted(values) if isinstance(values, Mapping) else values!r})"
-        )
+        """A configuration of 0.1's layout (no "kind"); ValueError naming what lacks."""
+        if not isinstance(values, Mapping):
+            raise ValueError(
+                f"a run configuration must be a JSON object, got {values!r}"
+            )
+        missing = [k for k in cls.LEGACY_SECTIONS if k not in values]
+        if missing or not cls.LEGACY_SECTIONS:
+            raise ValueError(
+                f"not a {cls.KIND} run configuration: it has no 'kind' and lacks "
+                f"{missing or 'a layout this release reads'}"
+            )
+        try:
+            return cls._from_legacy(values)
+        except KeyError as error:
+            raise ValueError(
+                f"a 0.1 {cls.KIND} run configuration lacks {error.args[0]!r}"
+            ) from None
+        except (TypeError, AttributeError) as error:
+            raise ValueError(f"a 0.1 {cls.KIND} run configuration: {error}") from None
+
+    @classmethod
+    def _from_legacy(cls: type[T], values: Mapping[str, Any]) -> T:
+        raise NotImplementedError
 
     def with_overrides(self: T, assignments: Iterable[str]) -> T:
         """A copy with "section.setting=value" assignments applied (--set).

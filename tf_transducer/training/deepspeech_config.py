@@ -24,14 +24,17 @@ from tf_transducer.training.config_base import (
     RootConfig,
     Section,
     a_float,
-    any_int,
+    batch_size_setting,
     boolean,
+    epochs_setting,
+    files_setting,
     non_negative_float,
     non_negative_int,
-    paths,
     positive_float,
     positive_int,
+    seed_setting,
     setting,
+    skip_bad_setting,
 )
 
 ENGLISH = " abcdefghijklmnopqrstuvwxyz'"
@@ -133,22 +136,12 @@ class DeepSpeechDataConfig(Section):
     """What is trained on, and the alphabet."""
 
     SECTION = "data"
-    train_files: tuple[str, ...] = setting(
-        (),
-        paths,
-        kind="list",
-        help="Comma-separated training manifests (.csv / .jsonl).",
-    )
-    dev_files: tuple[str, ...] = setting(
-        (), paths, kind="list", help="Comma-separated validation manifests."
-    )
+    train_files: tuple[str, ...] = files_setting("training manifests (.csv / .jsonl)")
+    dev_files: tuple[str, ...] = files_setting("validation manifests")
     # The alphabet's characters (the command line reads them from
     # --alphabet_config_path, a DeepSpeech alphabet file).
     alphabet: str = setting(ENGLISH, _characters)
-    skip_bad: bool = setting(
-        False, boolean, kind="bool",
-        help="Drop (and count) unusable items instead of failing.",
-    )  # fmt: skip
+    skip_bad: bool = skip_bad_setting()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,11 +164,8 @@ class DeepSpeechTrainingConfig(Section):
     """Epochs, batches, seed and early stopping."""
 
     SECTION = "training"
-    epochs: int = setting(75, positive_int, kind="integer", help="Training epochs.")
-    batch_size: int = setting(
-        16, positive_int, flag="train_batch_size", kind="integer",
-        help="Training batch size.",
-    )  # fmt: skip
+    epochs: int = epochs_setting(75)
+    batch_size: int = batch_size_setting(16, "Training batch size.")
     dev_batch_size: int = setting(
         16, positive_int, kind="integer", help="Validation batch size."
     )
@@ -183,10 +173,7 @@ class DeepSpeechTrainingConfig(Section):
         0, non_negative_int, flag="train_steps_per_epoch", kind="integer",
         help="Batches per epoch (0: the whole set).",
     )  # fmt: skip
-    seed: int = setting(
-        4568, any_int, flag="random_seed", kind="integer",
-        help="Seed of weights, shuffling and dropout.",
-    )  # fmt: skip
+    seed: int = seed_setting(4568, "Seed of weights, shuffling and dropout.")
     early_stop: bool = setting(
         True, boolean, kind="bool",
         help="Stop when the validation loss stops improving.",
@@ -218,59 +205,29 @@ class DeepSpeechRunConfig(RootConfig):
         """The values that only building the layers checks (named); see RunConfig."""
         check_spec_augment("model.augment", self.model.augment)
 
-    def __post_init__(self) -> None:
-        for key, section in self.sections().items():
-            if not isinstance(getattr(self, key), section):
-                raise ValueError(
-                    f"{key} must be a {section.__name__}, got "
-                    f"{type(getattr(self, key)).__name__}"
-                )
+    LEGACY_SECTIONS = ("model", "alphabet", "data", "training")
 
     @classmethod
-    def from_legacy(cls, values: Mapping[str, Any]) -> "DeepSpeechRunConfig":
-        """The configuration of a 0.1 DeepSpeech run.json.
-
-        Raises ValueError naming what is missing.
-        """
-        missing = [
-            k for k in ("model", "alphabet", "data", "training") if k not in values
-        ]
-        if missing:
-            raise ValueError(
-                f"not a DeepSpeech run configuration: it lacks {missing} (and has "
-                "no 'kind')"
-            )
-        try:
-            model = {k: v for k, v in values["model"].items() if k != "num_classes"}
-            if model.get("augment") is None:
-                model["augment"] = "none"
-            t = values["training"]
-            return cls(
-                model=DeepSpeechModelConfig(**model),
-                data=DeepSpeechDataConfig(
-                    train_files=values["data"]["train_files"],
-                    dev_files=values["data"]["dev_files"],
-                    alphabet=values["alphabet"]["characters"],
-                ),
-                optimizer=AdamConfig(
-                    learning_rate=t["learning_rate"],
-                    beta1=t["beta1"],
-                    beta2=t["beta2"],
-                    epsilon=t["epsilon"],
-                ),  # fmt: skip
-                training=DeepSpeechTrainingConfig(
-                    epochs=t["epochs"],
-                    batch_size=t["train_batch_size"],
-                    steps_per_epoch=t["train_steps_per_epoch"],
-                    seed=t["random_seed"],
-                    early_stop=t["early_stop"],
-                    es_epochs=t["es_epochs"],
-                    es_min_delta=t["es_min_delta"],
-                ),
-            )
-        except KeyError as error:
-            raise ValueError(
-                f"a 0.1 DeepSpeech run configuration lacks {error.args[0]!r}"
-            ) from None
-        except TypeError as error:
-            raise ValueError(f"a 0.1 DeepSpeech run configuration: {error}") from None
+    def _from_legacy(cls, values: Mapping[str, Any]) -> "DeepSpeechRunConfig":
+        """A 0.1 DeepSpeech run.json's configuration (DeepSpeech's flag names)."""
+        model = {k: v for k, v in values["model"].items() if k != "num_classes"}
+        if model.get("augment") is None:
+            model["augment"] = "none"
+        t, data = values["training"], values["data"]
+        names = dict(batch_size="train_batch_size", steps_per_epoch=(
+            "train_steps_per_epoch"), seed="random_seed")  # fmt: skip
+        training = {k: t[names.get(k, k)] for k in (
+            "epochs", "batch_size", "steps_per_epoch", "seed", "early_stop",
+            "es_epochs", "es_min_delta")}  # fmt: skip
+        return cls(
+            model=DeepSpeechModelConfig(**model),
+            data=DeepSpeechDataConfig(
+                train_files=data["train_files"],
+                dev_files=data["dev_files"],
+                alphabet=values["alphabet"]["characters"],
+            ),
+            optimizer=AdamConfig(
+                **{k: t[k] for k in ("learning_rate", "beta1", "beta2", "epsilon")}
+            ),  # fmt: skip
+            training=DeepSpeechTrainingConfig(**training),
+        )

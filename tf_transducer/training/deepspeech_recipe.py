@@ -21,7 +21,6 @@ DeepSpeechRunConfig and progress), history.csv,
 summaries/ and the checkpoints (backup/) that resume an interrupted run.
 """
 
-import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -31,8 +30,8 @@ import keras
 
 from tf_transducer.training import speech
 from tf_transducer.training.deepspeech_config import DeepSpeechRunConfig
-from tf_transducer.training.distributed import is_chief, strategy_from_environment
-from tf_transducer.training.inputs import manifest_list, read_utterances
+from tf_transducer.training.distributed import is_chief
+from tf_transducer.training.inputs import read_utterances
 from tf_transducer.training.loop import check_verbose
 
 WEIGHTS, CONFIG = "best.weights.h5", "model.json"
@@ -113,30 +112,14 @@ def train(
     from tf_transducer.losses import CtcLoss
     from tf_transducer.models import DeepSpeech
 
-    if not isinstance(config, DeepSpeechRunConfig):
-        raise ValueError(
-            "config must be a tf_transducer.training.deepspeech_config."
-            f"DeepSpeechRunConfig, got {type(config).__name__}"
-        )
     check_verbose(verbose)
-    strategy = strategy or strategy_from_environment()  # before TF's runtime starts
-    config.check()
+    config, strategy, train_manifests, dev_manifests = speech.start(
+        config, DeepSpeechRunConfig, strategy
+    )
     chief = is_chief(strategy)
     data, training, opt = config.data, config.training, config.optimizer
     alphabet = CharacterAlphabet(list(data.alphabet))
     model_kwargs = config.model.keras_arguments(alphabet.vocab_size)
-    train_manifests = manifest_list(data.train_files, "data.train_files")
-    if not train_manifests:
-        raise ValueError("data.train_files: give at least one manifest")
-    dev_manifests = manifest_list(data.dev_files, "data.dev_files")
-    config = dataclasses.replace(
-        config,
-        data=dataclasses.replace(
-            data,
-            train_files=tuple(os.path.abspath(p) for p in train_manifests),
-            dev_files=tuple(os.path.abspath(p) for p in dev_manifests),
-        ),
-    )
     run_dir = speech.run_directory(
         checkpoint_dir, config, (WEIGHTS, CONFIG), overwrite, strategy
     )

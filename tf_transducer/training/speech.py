@@ -12,6 +12,7 @@ checkpoints under `backup/` that resume an interrupted run at its step.
 """
 
 import csv
+import dataclasses
 import os
 
 import keras
@@ -22,8 +23,10 @@ from tf_transducer.training.distributed import (
     all_reduce_sums,
     is_chief,
     shard_items,
+    strategy_from_environment,
     worker_position,
 )
+from tf_transducer.training.inputs import manifest_list
 from tf_transducer.training.loop import check_verbose, loss_sums, train_loop
 from tf_transducer.training.run_dir import BACKUP_DIR, RunDirectory, RunStateCallback
 
@@ -43,6 +46,38 @@ def shard_utterances(utterances, strategy):
 def keras_pairs(dataset):
     """SpeechDataset batches -> ((features, feature_length), labels)."""
     return dataset.map(lambda b: ((b["features"], b["feature_length"]), b["labels"]))
+
+
+def start(config, root, strategy):
+    """The start every recipe's train shares, before anything is written.
+
+    Checks that config is a `root` (a RootConfig class) with training
+    manifests, makes the strategy (default: `strategy_from_environment()`)
+    before TensorFlow's runtime starts, checks what only building the layers
+    checks (`config.check()`), and makes the data paths absolute.
+
+    Returns:
+      (config with absolute data paths, strategy, training manifests,
+      validation manifests).
+    """
+    if not isinstance(config, root):
+        raise ValueError(
+            f"config must be a {root.__module__}.{root.__name__}, got "
+            f"{type(config).__name__}"
+        )
+    strategy = strategy or strategy_from_environment()  # before TF's runtime starts
+    config.check()
+    data = config.data
+    train = manifest_list(data.train_files, "data.train_files")
+    if not train:
+        raise ValueError("data.train_files: give at least one manifest or corpus")
+    dev = manifest_list(data.dev_files, "data.dev_files")
+    data = dataclasses.replace(
+        data,
+        train_files=tuple(os.path.abspath(p) for p in train),
+        dev_files=tuple(os.path.abspath(p) for p in dev),
+    )
+    return dataclasses.replace(config, data=data), strategy, train, dev
 
 
 def run_directory(checkpoint_dir, config, files, overwrite, strategy):

@@ -24,7 +24,6 @@ default `strategy_from_environment()`): several workers each read their
 own shard of the manifests.
 """
 
-import dataclasses
 import functools
 import os
 from collections.abc import Sequence
@@ -47,7 +46,6 @@ from tf_transducer.training.config import (  # noqa: F401 (the recipe's names, a
 from tf_transducer.training.distributed import (
     all_reduce_sums,
     is_chief,
-    strategy_from_environment,
 )
 from tf_transducer.training.inputs import (  # noqa: F401 (as before)
     make_text_encoder,
@@ -161,28 +159,12 @@ def train(
         each epoch on a terminal (the chief's), else a line per epoch;
         2: a line per epoch and four within it; 0: quiet.
     """
-    if not isinstance(config, RunConfig):
-        raise ValueError(
-            "config must be a tf_transducer.training.config.RunConfig, got "
-            f"{type(config).__name__}"
-        )
     check_verbose(verbose)
-    strategy = strategy or strategy_from_environment()  # before TF's runtime starts
-    config.check()
+    config, strategy, train_manifests, dev_manifests = speech.start(
+        config, RunConfig, strategy
+    )
     chief = is_chief(strategy)
     data = config.data
-    train_manifests = manifest_list(data.train_files, "data.train_files")
-    if not train_manifests:
-        raise ValueError("data.train_files: give at least one manifest or corpus")
-    dev_manifests = manifest_list(data.dev_files, "data.dev_files")
-    config = dataclasses.replace(
-        config,
-        data=dataclasses.replace(
-            data,
-            train_files=tuple(os.path.abspath(p) for p in train_manifests),
-            dev_files=tuple(os.path.abspath(p) for p in dev_manifests),
-        ),
-    )
     train_utterances = read_utterances(train_manifests, "data.train_files")
     text_enc = make_text_encoder(
         data.text_encoder, [u.transcript for u in train_utterances], data.vocab_size,
