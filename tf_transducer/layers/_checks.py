@@ -4,8 +4,16 @@
 The argument checks themselves are `tf_transducer._checks`'s.
 """
 
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
 import keras
 import tensorflow as tf
+
+# A shape Keras passes to build / compute_output_shape (a tuple, a list or a
+# TensorShape), and the shape a layer reports.
+Shape: TypeAlias = Sequence[int | None]
+OutputShape: TypeAlias = tuple[int | None, ...]
 
 
 class ListLengths:
@@ -31,10 +39,10 @@ class TracedOutputSpec:
     of its own must take `input_shape` (what Keras's summary passes it).
     """
 
-    def compute_output_spec(self, *args, **kwargs):
+    def compute_output_spec(self, *args: Any, **kwargs: Any) -> Any:
         return keras.Operation.compute_output_spec(self, *args, **kwargs)
 
 
-def ceil_div(size, divisor):
+def ceil_div(size: int | None, divisor: int) -> int | None:
     """ceil(size / divisor) of a static dimension; None stays None."""
     return None if size is None else -(-size // divisor)

@@ -2,6 +2,7 @@
 """What the feature layers share: (values, lengths) in, (values, lengths) out."""
 
 import math
+from typing import Any
 
 import keras
 import numpy as np
@@ -18,7 +19,12 @@ from tf_transducer._checks import (
     with_attributes,
 )
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
+from tf_transducer.layers._checks import (
+    ListLengths,
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+)
 
 _PCM_HINT = (
     "; the layers read float samples in [-1, 1]: scale int16 PCM by 1 / 32768 "
@@ -36,13 +42,13 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
 
     def __init__(
         self,
-        sample_rate,
-        frame_length_ms,
-        frame_step_ms,
-        fft_length,
-        dynamic_range_db=60.0,
-        **kwargs,
-    ):
+        sample_rate: int,
+        frame_length_ms: float,
+        frame_step_ms: float,
+        fft_length: int | None,
+        dynamic_range_db: float | None = 60.0,
+        **kwargs: Any,
+    ) -> None:
         # Float32 only: features are computed in float32 under any
         # mixed-precision policy (the model casts them afterwards).
         kwargs.setdefault("dtype", "float32")
@@ -124,7 +130,9 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
         with after(check):
             return tf.identity(audio)
 
-    def _output_shape(self, input_shape, size):
+    def _output_shape(
+        self, input_shape: Shape, size: int
+    ) -> tuple[OutputShape, OutputShape]:
         """((B, T, size), (B,)) of audio shaped (B, N); T is None when N is."""
         batch, n = input_shape[0], input_shape[1]
         if n is None:
@@ -150,7 +158,7 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
         scale = 10.0 ** (-self.dynamic_range_db / 10.0)
         return scale * tf.reduce_sum(power, axis=-1, keepdims=True)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(),
             self,

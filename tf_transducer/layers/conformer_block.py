@@ -14,7 +14,12 @@ from tf_transducer._checks import (
     resolve_lengths,
     with_attributes,
 )
-from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
+from tf_transducer.layers._checks import (
+    ListLengths,
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+)
 from tf_transducer.layers.conv_subsampling import check_width
 
 
@@ -52,7 +57,7 @@ def chunk_attention_mask(frames: Any, chunk_size: Any, left_context: int) -> tf.
     return (keys >= start - left_context) & (keys < start + chunk_size)
 
 
-def swish(x):
+def swish(x: tf.Tensor) -> tf.Tensor:
     """x * sigmoid(x), written out.
 
     (tf.nn.silu's custom gradient keeps a function that uses it from being
@@ -61,7 +66,7 @@ def swish(x):
     return x * tf.sigmoid(x)
 
 
-def check_dropout(dropout):
+def check_dropout(dropout: Any) -> None:
     """ValueError unless dropout is a number in [0, 1)."""
     if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
@@ -164,7 +169,12 @@ class ConformerBlock(TracedOutputSpec, ListLengths, keras.layers.Layer):
         self.out_norm = norm("out_norm")
         self.drop = keras.layers.Dropout(dropout)
 
-    def build(self, x_shape, lengths_shape=None, attention_mask_shape=None):
+    def build(
+        self,
+        x_shape: Shape,
+        lengths_shape: Shape | None = None,
+        attention_mask_shape: Shape | None = None,
+    ) -> None:
         if x_shape[-1] != self.d_model:
             raise ValueError(
                 f"x must be [B, T, {self.d_model}] (d_model), got shape {x_shape}"
@@ -281,8 +291,11 @@ class ConformerBlock(TracedOutputSpec, ListLengths, keras.layers.Layer):
         return y
 
     def compute_output_shape(
-        self, x_shape, lengths_shape=None, attention_mask_shape=None
-    ):
+        self,
+        x_shape: Shape,
+        lengths_shape: Shape | None = None,
+        attention_mask_shape: Shape | None = None,
+    ) -> OutputShape:
         return tuple(x_shape)
 
     def initial_state(self, batch: int, left_context: int) -> list[tf.Tensor]:
@@ -346,7 +359,7 @@ class ConformerBlock(TracedOutputSpec, ListLengths, keras.layers.Layer):
         new_valid = tf.concat([cached_valid, tf.cast(valid, cached_valid.dtype)], 1)
         return y, [keys[:, size:], new_valid[:, size:], depthwise_in[:, size:]]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(),
             self,

@@ -13,7 +13,13 @@ from tf_transducer._checks import (
     resolve_lengths,
     with_attributes,
 )
-from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
+from tf_transducer.layers._checks import (
+    ListLengths,
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+    ceil_div,
+)
 from tf_transducer.layers.conformer_block import (
     ConformerBlock,
     check_dropout,
@@ -151,7 +157,7 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         """
         return self.chunk_size * self.subsampling
 
-    def build(self, features_shape, lengths_shape=None):
+    def build(self, features_shape: Shape, lengths_shape: Shape | None = None) -> None:
         self.subsampler.build(features_shape)
         for block in self.blocks:
             block.build((None, None, self.d_model))
@@ -181,7 +187,9 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
             x = block(x, lengths, mask, training=training)
         return x, lengths
 
-    def compute_output_shape(self, features_shape, lengths_shape=None):
+    def compute_output_shape(
+        self, features_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
         batch, frames = features_shape[0], features_shape[1]
         return (batch, ceil_div(frames, self.subsampling), self.d_model), (batch,)
 
@@ -249,7 +257,7 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         new_states[1] = new_valid
         return x, new_states
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(),
             self,

@@ -14,12 +14,18 @@ from tf_transducer._checks import (
     resolve_lengths,
     with_attributes,
 )
-from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
+from tf_transducer.layers._checks import (
+    ListLengths,
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+    ceil_div,
+)
 
 FACTORS = (2, 4, 8)
 
 
-def check_width(name, x, width):
+def check_width(name: str, x: tf.Tensor, width: int | None) -> tf.Tensor:
     """x [B, T, width], its width static from here on (checked when unknown)."""
     if x.shape.rank != 3 or x.shape[-1] not in (None, width):
         raise ValueError(f"{name} must be [B, T, {width}], got shape {x.shape}")
@@ -89,9 +95,9 @@ class ConvSubsampling(TracedOutputSpec, ListLengths, keras.layers.Layer):
             for i in range(factor.bit_length() - 1)
         ]
         self.dense = keras.layers.Dense(d_model, name="dense")
-        self.input_dim = None
+        self.input_dim: int | None = None
 
-    def build(self, features_shape, lengths_shape=None):
+    def build(self, features_shape: Shape, lengths_shape: Shape | None = None) -> None:
         self.input_dim = features_shape[-1]
         if self.input_dim is None:
             raise ValueError(
@@ -132,7 +138,9 @@ class ConvSubsampling(TracedOutputSpec, ListLengths, keras.layers.Layer):
         valid = tf.sequence_mask(out_lengths, out_frames)[..., None]
         return tf.where(valid, x, tf.zeros([], x.dtype)), out_lengths
 
-    def compute_output_shape(self, features_shape, lengths_shape=None):
+    def compute_output_shape(
+        self, features_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
         batch, frames = features_shape[0], features_shape[1]
         return (batch, ceil_div(frames, self.factor), self.d_model), (batch,)
 
@@ -191,7 +199,7 @@ class ConvSubsampling(TracedOutputSpec, ListLengths, keras.layers.Layer):
             y = tf.where(valid, y, tf.zeros([], y.dtype))
         return y, x[:, size:]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(), self, "d_model", "factor", "channels"
         )

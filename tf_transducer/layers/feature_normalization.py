@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """FeatureNormalization: per-utterance or global mean / variance normalisation."""
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import keras
 import numpy as np
 import tensorflow as tf
 
 from tf_transducer._checks import (
+    TensorLike,
     check_positive,
     finite_within,
     float_values,
@@ -13,7 +17,12 @@ from tf_transducer._checks import (
     with_attributes,
 )
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import ListLengths, TracedOutputSpec
+from tf_transducer.layers._checks import (
+    ListLengths,
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+)
 
 _MODES = ("utterance", "global")
 
@@ -44,7 +53,9 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
       (normalised [B, T, F], lengths [B]), 0 past each length.
     """
 
-    def __init__(self, mode="utterance", epsilon=1e-5, **kwargs):
+    def __init__(
+        self, mode: str = "utterance", epsilon: float = 1e-5, **kwargs: Any
+    ) -> None:
         # Float32 only: features are computed in float32 under any
         # mixed-precision policy (the model casts them afterwards).
         kwargs.setdefault("dtype", "float32")
@@ -55,7 +66,7 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
         self.mode = mode
         self.epsilon = epsilon
 
-    def build(self, features_shape, lengths_shape=None):
+    def build(self, features_shape: Shape, lengths_shape: Shape | None = None) -> None:
         if self.mode == "global":
             dim = features_shape[-1]
             self.mean = self.add_weight(
@@ -65,7 +76,11 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
                 shape=(dim,), initializer="ones", trainable=False, name="variance"
             )
 
-    def adapt(self, data, combine=None):
+    def adapt(
+        self,
+        data: Iterable[Any],
+        combine: Callable[[np.ndarray], Any] | None = None,
+    ) -> None:
         """Sets the global statistics from (features [B, T, F], lengths [B]) batches.
 
         Args:
@@ -87,6 +102,8 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
         """
         if self.mode != "global":
             raise ValueError('adapt() needs mode="global"')
+        total: Any  # 0.0, then float64 sums [F] from the first batch
+        squares: Any
         count, total, squares = 0, 0.0, 0.0
         dim = self.mean.shape[0] if self.built else None
         for number, batch in enumerate(data):
@@ -125,7 +142,9 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
         self.mean.assign(mean.astype(np.float32))
         self.variance.assign(variance.astype(np.float32))
 
-    def call(self, features, lengths=None):
+    def call(
+        self, features: TensorLike, lengths: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         features = tf.cast(float_values(features, "features"), tf.float32)
         if features.shape.rank != 3:
             raise ValueError(f"features must be [B, T, F], got shape {features.shape}")
@@ -152,10 +171,12 @@ class FeatureNormalization(TracedOutputSpec, ListLengths, keras.layers.Layer):
         normalised = (x - mean) * tf.math.rsqrt(variance + self.epsilon)
         return _dsp.zero_after(normalised, lengths), lengths
 
-    def compute_output_shape(self, features_shape, lengths_shape=None):
+    def compute_output_shape(
+        self, features_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
         return tuple(features_shape), (features_shape[0],)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(super().get_config(), self, "mode", "epsilon")
 
 

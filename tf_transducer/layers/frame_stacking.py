@@ -1,17 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """FrameStacking: context windows and frame stacking with subsampling."""
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 from tf_transducer._checks import (
+    TensorLike,
     check_non_negative_int,
     check_positive,
     resolve_lengths,
     with_attributes,
 )
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
+from tf_transducer.layers._checks import (
+    ListLengths,
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+    ceil_div,
+)
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -43,7 +52,13 @@ class FrameStacking(TracedOutputSpec, ListLengths, keras.layers.Layer):
       (stacked [B, ceil(T / stride), (left + 1 + right) * F], lengths [B]).
     """
 
-    def __init__(self, left_context=0, right_context=0, stride=1, **kwargs):
+    def __init__(
+        self,
+        left_context: int = 0,
+        right_context: int = 0,
+        stride: int = 1,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         check_non_negative_int("left_context", left_context)
         check_non_negative_int("right_context", right_context)
@@ -52,7 +67,9 @@ class FrameStacking(TracedOutputSpec, ListLengths, keras.layers.Layer):
         self.right_context = right_context
         self.stride = stride
 
-    def call(self, features, lengths=None):
+    def call(
+        self, features: tf.Tensor, lengths: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         if features.shape.rank != 3:
             raise ValueError(f"features must be [B, T, F], got shape {features.shape}")
         lengths = resolve_lengths(features, lengths)
@@ -67,14 +84,16 @@ class FrameStacking(TracedOutputSpec, ListLengths, keras.layers.Layer):
         out_lengths = (lengths + self.stride - 1) // self.stride
         return _dsp.zero_after(stacked, out_lengths), out_lengths
 
-    def compute_output_shape(self, input_shape, lengths_shape=None):
+    def compute_output_shape(
+        self, input_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
         # `input_shape`: Keras's name for the features' shape when it builds.
         batch, frames, size = input_shape
         width = self.left_context + 1 + self.right_context
         stacked = None if size is None else width * size
         return (batch, ceil_div(frames, self.stride), stacked), (batch,)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(), self, "left_context", "right_context", "stride"
         )

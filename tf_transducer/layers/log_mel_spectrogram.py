@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """LogMelSpectrogram: audio -> log mel filterbank energies, padding-aware."""
 
+from typing import Any
+
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive, with_attributes
+from tf_transducer._checks import TensorLike, check_positive, with_attributes
 from tf_transducer.layers import _dsp
+from tf_transducer.layers._checks import OutputShape, Shape
 from tf_transducer.layers._feature_base import SpectralLayer
 
 
@@ -64,17 +67,17 @@ class LogMelSpectrogram(SpectralLayer):
 
     def __init__(
         self,
-        sample_rate=16000,
-        frame_length_ms=25.0,
-        frame_step_ms=10.0,
-        fft_length=None,
-        n_mels=80,
-        f_min=0.0,
-        f_max=None,
-        log_offset=1e-6,
-        dynamic_range_db=60.0,
-        **kwargs,
-    ):
+        sample_rate: int = 16000,
+        frame_length_ms: float = 25.0,
+        frame_step_ms: float = 10.0,
+        fft_length: int | None = None,
+        n_mels: int = 80,
+        f_min: float = 0.0,
+        f_max: float | None = None,
+        log_offset: float = 1e-6,
+        dynamic_range_db: float | None = 60.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             sample_rate,
             frame_length_ms,
@@ -93,17 +96,21 @@ class LogMelSpectrogram(SpectralLayer):
             self.fft_length // 2 + 1, sample_rate, n_mels, f_min, self.f_max
         ).astype(np.float32)
 
-    def call(self, audio, lengths=None):
+    def call(
+        self, audio: TensorLike, lengths: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         power, frames = self._power_spectrum(audio, lengths)
         mel = tf.matmul(power, tf.constant(self._mel))
         features = tf.math.log(mel + self.log_offset + self._energy_floor(power))
         return _dsp.zero_after(features, frames), frames
 
-    def compute_output_shape(self, input_shape, lengths_shape=None):
+    def compute_output_shape(
+        self, input_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
         # `input_shape`: Keras's name for the audio's shape when it builds.
         return self._output_shape(input_shape, self.n_mels)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(), self, "n_mels", "f_min", "f_max", "log_offset"
         )

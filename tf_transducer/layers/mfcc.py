@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Mfcc: audio -> mel-frequency cepstral coefficients, DeepSpeech's by default."""
 
+from typing import Any
+
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive, with_attributes
+from tf_transducer._checks import TensorLike, check_positive, with_attributes
 from tf_transducer.layers import _dsp
+from tf_transducer.layers._checks import OutputShape, Shape
 from tf_transducer.layers._feature_base import SpectralLayer
 
 
@@ -59,17 +62,17 @@ class Mfcc(SpectralLayer):
 
     def __init__(
         self,
-        sample_rate=16000,
-        frame_length_ms=32.0,
-        frame_step_ms=20.0,
-        fft_length=None,
-        n_coefficients=26,
-        filterbank_channels=40,
-        f_min=20.0,
-        f_max=None,
-        dynamic_range_db=60.0,
-        **kwargs,
-    ):
+        sample_rate: int = 16000,
+        frame_length_ms: float = 32.0,
+        frame_step_ms: float = 20.0,
+        fft_length: int | None = None,
+        n_coefficients: int = 26,
+        filterbank_channels: int = 40,
+        f_min: float = 20.0,
+        f_max: float | None = None,
+        dynamic_range_db: float | None = 60.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             sample_rate,
             frame_length_ms,
@@ -101,7 +104,9 @@ class Mfcc(SpectralLayer):
             np.float32
         )
 
-    def call(self, audio, lengths=None):
+    def call(
+        self, audio: TensorLike, lengths: TensorLike | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         power, frames = self._power_spectrum(audio, lengths)
         bank = tf.matmul(tf.sqrt(power), tf.constant(self._bank))
         floor = tf.maximum(tf.sqrt(self._energy_floor(power)), 1e-12)
@@ -110,11 +115,13 @@ class Mfcc(SpectralLayer):
         )
         return _dsp.zero_after(cepstrum, frames), frames
 
-    def compute_output_shape(self, input_shape, lengths_shape=None):
+    def compute_output_shape(
+        self, input_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
         # `input_shape`: Keras's name for the audio's shape when it builds.
         return self._output_shape(input_shape, self.n_coefficients)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(),
             self,

@@ -26,18 +26,27 @@ approximate search. Training computes every (b, s, k) distribution at once
 greedily, for streaming.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import numpy as np
 import tensorflow as tf
 
 from tf_transducer._checks import (
+    TensorLike,
     after,
     first_bad,
     require,
     resolve_lengths,
     with_attributes,
 )
-from tf_transducer.layers._checks import TracedOutputSpec, ceil_div
+from tf_transducer.layers._checks import (
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+    ceil_div,
+)
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -64,15 +73,15 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
 
     def __init__(
         self,
-        n_out,
-        transducer_hidden_units,
-        transducer_max_width,
-        input_block_size,
-        embedding_size,
-        e_symbol_index,
-        use_prev_state_as_start=False,
-        **kwargs,
-    ):
+        n_out: int,
+        transducer_hidden_units: int,
+        transducer_max_width: int,
+        input_block_size: int,
+        embedding_size: int,
+        e_symbol_index: int,
+        use_prev_state_as_start: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         for name, value in (
             ("n_out", n_out),
@@ -110,8 +119,17 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         )
         self.projection = keras.layers.Dense(n_out, use_bias=False, name="output")
 
-    def build(self, encoder_shape, encoder_lengths_shape=None, labels_shape=None):
+    def build(
+        self,
+        encoder_shape: Shape,
+        encoder_lengths_shape: Shape | None = None,
+        labels_shape: Shape | None = None,
+    ) -> None:
         D = encoder_shape[-1]
+        if D is None:
+            raise ValueError(
+                f"encoder must have a static width D, got shape {encoder_shape}"
+            )
         H = self.transducer_hidden_units
         if self.use_prev_state_as_start and D != H:
             raise ValueError(
@@ -127,8 +145,11 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         self.projection.build((None, H))
 
     def compute_output_shape(
-        self, encoder_shape, encoder_lengths_shape=None, labels_shape=None
-    ):
+        self,
+        encoder_shape: Shape,
+        encoder_lengths_shape: Shape | None = None,
+        labels_shape: Shape | None = None,
+    ) -> dict[str, OutputShape]:
         """{"logits": (B, NB, U + 1, W, n_out), "num_blocks": (B,)}."""
         batch = encoder_shape[0]
         blocks = ceil_div(encoder_shape[1], self.input_block_size)
@@ -141,7 +162,9 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         }
 
     # ---------------------------------------------------------------- pieces
-    def blocks(self, encoder, encoder_lengths):
+    def blocks(
+        self, encoder: TensorLike, encoder_lengths: TensorLike
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(frames [B, NB, N, D], frame mask [B, NB, N], num_blocks [B])."""
         N = self.input_block_size
         T = tf.shape(encoder)[1]
@@ -156,7 +179,9 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         frames = tf.where(mask[..., None], frames, tf.zeros_like(frames))
         return frames, mask, (lengths + N - 1) // N
 
-    def start_state(self, encoder, encoder_lengths):
+    def start_state(
+        self, encoder: tf.Tensor, encoder_lengths: TensorLike
+    ) -> list[tf.Tensor]:
         """[h, c] before the first input: zeros, or the first block's last frame."""
         batch = tf.shape(encoder)[0]
         if not self.use_prev_state_as_start:
@@ -169,7 +194,13 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         h = tf.where((last >= 0)[:, None], h, 0.0)
         return [h, h]
 
-    def head(self, outputs, frames, mask, index=None):
+    def head(
+        self,
+        outputs: tf.Tensor,
+        frames: tf.Tensor,
+        mask: tf.Tensor,
+        index: int | None = None,
+    ) -> tf.Tensor:
         """Logits from LSTM outputs attending over their blocks' frames.
 
         outputs [..., S, H]; frames [..., N, D]; mask [..., N]
@@ -194,7 +225,7 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         context = tf.einsum(pattern[1], tf.nn.softmax(scores, axis=-1), frames)
         return self.projection(self.attention(tf.concat([queries, context], -1)))
 
-    def read_labels(self, labels, state):
+    def read_labels(self, labels: tf.Tensor, state: Sequence[tf.Tensor]) -> tf.Tensor:
         """LSTM outputs after 0..U labels: [B, U + 1, H] (first input: <e>)."""
         start = tf.fill(tf.stack([tf.shape(labels)[0], 1]), self.e_symbol_index)
         inputs = tf.concat([start, labels], axis=1)
@@ -208,7 +239,13 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         _, outputs = _scan_with_outputs(step, time_major, state)
         return tf.transpose(outputs, [1, 0, 2])
 
-    def __call__(self, encoder, encoder_lengths, labels, **kwargs):
+    def __call__(
+        self,
+        encoder: TensorLike,
+        encoder_lengths: TensorLike,
+        labels: TensorLike,
+        **kwargs: Any,
+    ) -> Any:
         # Keras wants tensors as positional arguments: lists are fine here.
         args = [
             tf.convert_to_tensor(a) if isinstance(a, (list, tuple, np.ndarray)) else a
@@ -216,7 +253,9 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         ]
         return super().__call__(*args, **kwargs)
 
-    def call(self, encoder, encoder_lengths, labels):
+    def call(
+        self, encoder: tf.Tensor, encoder_lengths: tf.Tensor, labels: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
         labels = tf.cast(labels, tf.int32)
         too_large = labels >= self.n_out
         value, index = first_bad(too_large, labels)
@@ -238,7 +277,9 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         return {"logits": self.head(tiled, frames, mask), "num_blocks": num_blocks}
 
     # ------------------------------------------------------------- streaming
-    def initial_state(self, encoder, encoder_lengths):
+    def initial_state(
+        self, encoder: tf.Tensor, encoder_lengths: TensorLike
+    ) -> list[tf.Tensor]:
         """Decoding state [o, h, c] before the first block ([B, H] each).
 
         o is the LSTM output after reading <e>; h, c the LSTM state.
@@ -249,7 +290,9 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         out, (h, c) = self.cell(start, state)
         return [out, h, c]
 
-    def step(self, frames, frame_lengths, state):
+    def step(
+        self, frames: tf.Tensor, frame_lengths: TensorLike, state: Sequence[tf.Tensor]
+    ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
         """Greedy decoding of one block.
 
         Args:
@@ -293,7 +336,7 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
         counts = tf.reduce_sum(tf.cast(labels >= 0, tf.int32), axis=1)
         return labels, counts, [out, h, c]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(),
             self,

@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """PredictionNetwork: the transducer's label model, LSTM or stateless."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 from tf_transducer._checks import (
+    TensorLike,
     after,
     check_positive,
     first_bad,
     require,
     with_attributes,
 )
-from tf_transducer.layers._checks import TracedOutputSpec
+from tf_transducer.layers._checks import OutputShape, Shape, TracedOutputSpec
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -36,13 +40,13 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
 
     def __init__(
         self,
-        vocab_size,
-        embedding_dim=128,
-        units=256,
-        kind="lstm",
-        context_size=2,
-        **kwargs,
-    ):
+        vocab_size: int,
+        embedding_dim: int = 128,
+        units: int = 256,
+        kind: str = "lstm",
+        context_size: int = 2,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         check_positive("vocab_size", vocab_size, int)
         check_positive("embedding_dim", embedding_dim, int)
@@ -64,7 +68,7 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
         else:
             self.conv = keras.layers.Dense(units)  # over the concatenated context
 
-    def build(self, labels_shape=None):
+    def build(self, labels_shape: Shape | None = None) -> None:
         self.embedding.build((None, None))
         if self.kind == "lstm":
             self.lstm.build((None, None, self.embedding_dim))
@@ -84,7 +88,7 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
         windows = [x[:, i : tf.shape(x)[1] - (k - 1 - i)] for i in range(k)]
         return tf.concat(windows, axis=-1)
 
-    def call(self, labels, training=None):
+    def call(self, labels: TensorLike, training: bool | None = None) -> tf.Tensor:
         labels = tf.cast(labels, tf.int32)
         bad = (labels < 0) | (labels >= self.vocab_size)
         value, index = first_bad(bad, labels)
@@ -103,10 +107,10 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
             return out
         return tf.nn.relu(self.conv(self._context(embedded)))
 
-    def compute_output_shape(self, labels_shape):
+    def compute_output_shape(self, labels_shape: Shape) -> OutputShape:
         return (labels_shape[0], labels_shape[1], self.units)
 
-    def initial_state(self, batch):
+    def initial_state(self, batch: int) -> list[tf.Tensor]:
         """LSTM: zero (h, c); stateless: the last context_size labels (blanks)."""
         if self.kind == "lstm":
             return [
@@ -115,7 +119,9 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
             ]
         return [tf.zeros([batch, self.context_size], tf.int32)]
 
-    def step(self, labels, state):
+    def step(
+        self, labels: TensorLike, state: Sequence[tf.Tensor]
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         """One label per utterance [B] and the state -> (output [B, units], state)."""
         labels = tf.cast(labels, tf.int32)
         if self.kind == "lstm":
@@ -128,7 +134,7 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
         flat = tf.reshape(embedded, [-1, self.context_size * self.embedding_dim])
         return tf.nn.relu(self.conv(flat)), [history]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(),
             self,

@@ -18,10 +18,14 @@ draw has its own stream number so that, as in lingvo, sizes and positions
 are not correlated.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 from tf_transducer._checks import (
+    TensorLike,
     after,
     finite_within,
     float_values,
@@ -29,7 +33,7 @@ from tf_transducer._checks import (
     resolve_lengths,
     with_attributes,
 )
-from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import ListLengths, Shape
 from tf_transducer.layers.random_draws import Draws, input_seed
 from tf_transducer.layers.spec_augment_blocks import (  # noqa: F401 (the blocks, as before)
     FREQ_MASK_STREAM,
@@ -191,29 +195,29 @@ class SpecAugment(ListLengths, keras.layers.Layer):
 
     def __init__(
         self,
-        freq_mask_max_bins=15,
-        freq_mask_count=1,
-        use_dynamic_time_mask_max_frames=False,
-        time_mask_max_frames=50,
-        time_mask_count=1,
-        time_mask_max_ratio=1.0,
-        time_masks_per_frame=0.0,
-        freq_warp_max_bins=0,
-        time_warp_bound="static",
-        time_warp_max_frames=0,
-        time_warp_max_ratio=0.0,
-        use_noise=False,
-        gaussian_noise=False,
-        freq_noise_max_stddev=0.0,
-        freq_noise_warmup_steps=0,
-        start_step=0,
-        unstack=False,
-        stack_height=3,
-        domain_ids=(0,),
-        use_input_dependent_random_seed=False,
-        seed=None,
-        **kwargs,
-    ):
+        freq_mask_max_bins: int | Sequence[int] = 15,
+        freq_mask_count: int | Sequence[int] = 1,
+        use_dynamic_time_mask_max_frames: bool | Sequence[bool] = False,
+        time_mask_max_frames: int | Sequence[int] = 50,
+        time_mask_count: int | Sequence[int] = 1,
+        time_mask_max_ratio: float | Sequence[float] = 1.0,
+        time_masks_per_frame: float | Sequence[float] = 0.0,
+        freq_warp_max_bins: int | Sequence[int] = 0,
+        time_warp_bound: str | Sequence[str] = "static",
+        time_warp_max_frames: int | Sequence[int] = 0,
+        time_warp_max_ratio: float | Sequence[float] = 0.0,
+        use_noise: bool = False,
+        gaussian_noise: bool = False,
+        freq_noise_max_stddev: float | Sequence[float] = 0.0,
+        freq_noise_warmup_steps: int = 0,
+        start_step: int = 0,
+        unstack: bool = False,
+        stack_height: int = 3,
+        domain_ids: Sequence[int] = (0,),
+        use_input_dependent_random_seed: bool = False,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         arguments = locals()
         # Float32 only, as the feature layers before it (mixed precision
         # starts after the front end).
@@ -230,7 +234,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         if len(set(domain_ids)) != len(domain_ids):
             raise ValueError(f"domain_ids must not repeat, got {domain_ids}")
         given = {name: arguments[name] for name in PER_DOMAIN}
-        self._domain_params = [{} for _ in domain_ids]
+        self._domain_params: list[dict[str, Any]] = [{} for _ in domain_ids]
         for name, value in given.items():
             if isinstance(value, (list, tuple)):
                 if len(value) != len(domain_ids):
@@ -265,14 +269,14 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         self.step = None
 
     @classmethod
-    def from_preset(cls, name, **overrides):
+    def from_preset(cls, name: str, **overrides: Any) -> "SpecAugment":
         """A layer with one of the paper's policies: "LB", "LD", "SM", "SS"."""
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
         return cls(**{**PRESETS[name], **overrides})
 
     @classmethod
-    def from_arg(cls, augment):
+    def from_arg(cls, augment: str | dict[str, Any] | None) -> "SpecAugment | None":
         """The layer of a model's `augment` argument.
 
         The argument is None (no layer), a preset name or a dict of arguments.
@@ -288,7 +292,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
             )
         return cls(**augment)
 
-    def build(self, features_shape, *args, **kwargs):
+    def build(self, features_shape: Shape, *args: Any, **kwargs: Any) -> None:
         rank = len(features_shape)
         if rank not in (3, 4):
             raise ValueError(
@@ -315,13 +319,13 @@ class SpecAugment(ListLengths, keras.layers.Layer):
 
     def call(
         self,
-        features,
-        lengths=None,
-        domain_ids=None,
-        training=None,
-        step=None,
-        mask=None,
-    ):
+        features: TensorLike,
+        lengths: TensorLike | None = None,
+        domain_ids: TensorLike | None = None,
+        training: bool | None = None,
+        step: TensorLike | None = None,
+        mask: TensorLike | None = None,
+    ) -> tf.Tensor:
         features = float_values(features, "features")
         if lengths is None and mask is not None:
             lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
@@ -414,13 +418,17 @@ class SpecAugment(ListLengths, keras.layers.Layer):
             x = tf.reshape(x, shape)
         return x
 
-    def compute_mask(self, inputs, mask=None):
+    def compute_mask(
+        self, inputs: TensorLike, mask: TensorLike | None = None
+    ) -> TensorLike | None:
         return mask
 
-    def compute_output_shape(self, features_shape, *args, **kwargs):
+    def compute_output_shape(
+        self, features_shape: Shape, *args: Any, **kwargs: Any
+    ) -> Shape:
         return features_shape
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = with_attributes(
             super().get_config(), self, *PER_DOMAIN, "use_noise", "gaussian_noise",
             "freq_noise_warmup_steps", "start_step", "unstack", "stack_height",

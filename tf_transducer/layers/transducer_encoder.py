@@ -7,8 +7,19 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive, resolve_lengths, with_attributes
-from tf_transducer.layers._checks import ListLengths, TracedOutputSpec, ceil_div
+from tf_transducer._checks import (
+    TensorLike,
+    check_positive,
+    resolve_lengths,
+    with_attributes,
+)
+from tf_transducer.layers._checks import (
+    ListLengths,
+    OutputShape,
+    Shape,
+    TracedOutputSpec,
+    ceil_div,
+)
 from tf_transducer.layers.frame_stacking import FrameStacking
 
 
@@ -33,7 +44,14 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
       (encoded [B, ceil(T / stack), units], lengths [B]).
     """
 
-    def __init__(self, units=256, num_layers=2, stack=3, dropout=0.0, **kwargs):
+    def __init__(
+        self,
+        units: int = 256,
+        num_layers: int = 2,
+        stack: int = 3,
+        dropout: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         check_positive("units", units, int)
         check_positive("num_layers", num_layers, int)
@@ -55,14 +73,23 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         ]
         self.dropouts = [keras.layers.Dropout(dropout) for _ in range(num_layers)]
 
-    def build(self, features_shape, lengths_shape=None):
+    def build(self, features_shape: Shape, lengths_shape: Shape | None = None) -> None:
+        if features_shape[-1] is None:
+            raise ValueError(
+                f"features must have a static last size F, got shape {features_shape}"
+            )
         width = features_shape[-1] * self.stack
         for lstm in self.lstms:
             lstm.build((None, None, width))
             width = self.units
         self.built = True
 
-    def call(self, features, lengths=None, training=None):
+    def call(
+        self,
+        features: TensorLike,
+        lengths: TensorLike | None = None,
+        training: bool | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         lengths = resolve_lengths(features, lengths)
         x, lengths = self.stacking(features, lengths)
         mask = tf.sequence_mask(lengths, tf.shape(x)[1])
@@ -71,12 +98,14 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
             x = dropout(x, training=training)
         return x, lengths
 
-    def compute_output_shape(self, features_shape, lengths_shape=None):
+    def compute_output_shape(
+        self, features_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
         batch, frames = features_shape[0], features_shape[1]
         return (batch, ceil_div(frames, self.stack), self.units), (batch,)
 
     # The streaming-encoder contract (tf_transducer.layers.streaming).
-    left_context = None  # an LSTM frame sees its whole past
+    left_context: int | None = None  # an LSTM frame sees its whole past
 
     @property
     def subsampling(self) -> int:
@@ -127,7 +156,7 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
             new_states += state
         return x, new_states
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(
             super().get_config(), self, "units", "num_layers", "stack", "dropout"
         )

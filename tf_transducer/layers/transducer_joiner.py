@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """TransducerJoiner: projections, add, tanh, output projection."""
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive, with_attributes
+from tf_transducer._checks import TensorLike, check_positive, with_attributes
+from tf_transducer.layers._checks import Shape
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -26,7 +29,7 @@ class TransducerJoiner(keras.layers.Layer):
 
     activation = "tanh"  # what `joint` applies to the sum of the projections
 
-    def __init__(self, vocab_size, units=256, **kwargs):
+    def __init__(self, vocab_size: int, units: int = 256, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_positive("vocab_size", vocab_size, int)
         check_positive("units", units, int)
@@ -40,16 +43,16 @@ class TransducerJoiner(keras.layers.Layer):
             vocab_size, name="output_projection"
         )
 
-    def build(self, encoded_shape, decoded_shape=None):
+    def build(self, encoded_shape: Shape, decoded_shape: Shape | None = None) -> None:
         self.encoder_projection.build((None, encoded_shape[-1]))
         self.decoder_projection.build((None, (decoded_shape or encoded_shape)[-1]))
         self.output_projection.build((None, self.units))
         self.built = True
 
-    def project_encoder(self, encoded):
+    def project_encoder(self, encoded: TensorLike) -> tf.Tensor:
         return self.encoder_projection(encoded)
 
-    def project_decoder(self, decoded):
+    def project_decoder(self, decoded: TensorLike) -> tf.Tensor:
         return self.decoder_projection(decoded)
 
     def output_weights(self) -> tuple[keras.Variable, keras.Variable]:
@@ -65,14 +68,16 @@ class TransducerJoiner(keras.layers.Layer):
             )
         return self.output_projection.kernel, self.output_projection.bias
 
-    def joint(self, encoder_projected, decoder_projected):
+    def joint(
+        self, encoder_projected: tf.Tensor, decoder_projected: tf.Tensor
+    ) -> tf.Tensor:
         return self.output_projection(tf.tanh(encoder_projected + decoder_projected))
 
-    def call(self, encoded, decoded):
+    def call(self, encoded: TensorLike, decoded: TensorLike) -> tf.Tensor:
         """Full logits [B, T, U + 1, V] of encoded [B, T, H], decoded [B, U + 1, H]."""
         enc = self.project_encoder(encoded)[:, :, tf.newaxis, :]
         dec = self.project_decoder(decoded)[:, tf.newaxis, :, :]
         return self.joint(enc, dec)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return with_attributes(super().get_config(), self, "vocab_size", "units")
