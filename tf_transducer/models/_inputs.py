@@ -4,11 +4,13 @@
 Inputs are values alone, (values, lengths) or a dict.
 """
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 
-def split_inputs(inputs, key):
+def split_inputs(inputs: Any, key: str) -> tuple[Any, tf.Tensor]:
     """(values, int32 lengths [B]) of model inputs.
 
     inputs: values [B, T, ...]; (values, lengths); or a dict with `key`
@@ -26,7 +28,7 @@ def split_inputs(inputs, key):
     return values, tf.cast(lengths, tf.int32)
 
 
-def encoded_shape(input_shape, encoder):
+def encoded_shape(input_shape: Any, encoder: Any) -> Any:
     """The shape of the frames an (optional) encoder makes from model inputs.
 
     The inputs' shape is given as values, (values, lengths) or a dict; the
@@ -45,7 +47,7 @@ def encoded_shape(input_shape, encoder):
     return encoder.compute_output_shape(shape)
 
 
-def optimizer_step(model):
+def optimizer_step(model: Any) -> Any:
     """The steps a compiled model's optimizer has taken (None before `compile`).
 
     SpecAugment's warm-ups count this training step, so that a resumed run
@@ -55,7 +57,7 @@ def optimizer_step(model):
     return None if optimizer is None else optimizer.iterations
 
 
-def plus_added_losses(model, loss):
+def plus_added_losses(model: Any, loss: tf.Tensor) -> tf.Tensor:
     """loss + the model's added losses (regularisers, `add_loss`).
 
     The tail of every `compute_loss` here, as Keras's own.
@@ -65,24 +67,24 @@ def plus_added_losses(model, loss):
     return loss
 
 
-def deserialized(value):
+def deserialized(value: Any) -> Any:
     """A part given to a model's __init__: a Keras serialisation is rebuilt."""
     if isinstance(value, dict):  # from a saved config
         return keras.saving.deserialize_keras_object(value)
     return value
 
 
-def serialized(value):
+def serialized(value: Any) -> Any:
     """A part for get_config: None stays None."""
     return None if value is None else keras.saving.serialize_keras_object(value)
 
 
-def with_parts(config, model, *names):
+def with_parts(config: dict[str, Any], model: Any, *names: str) -> dict[str, Any]:
     """A model's config with its parts `names` serialised (get_config's tail)."""
     return {**config, **{name: serialized(getattr(model, name)) for name in names}}
 
 
-def encoded(encoder, inputs, training):
+def encoded(encoder: Any, inputs: Any, training: bool | None) -> tuple[Any, tf.Tensor]:
     """(an optional encoder's frames [B, T, D], lengths [B]) of model inputs."""
     values, lengths = split_inputs(inputs, "features")
     if encoder is not None:

@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """DeepSpeech (Mozilla DeepSpeech 0.9's acoustic model) as a Keras 3 model."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import with_attributes
+from tf_transducer._checks import TensorLike, with_attributes
 from tf_transducer.layers import FrameStacking, Mfcc, SpecAugment
 from tf_transducer.models._inputs import optimizer_step, split_inputs
 
@@ -53,24 +56,24 @@ class DeepSpeech(keras.Model):
 
     def __init__(
         self,
-        num_classes=29,
-        n_hidden=2048,
-        n_context=9,
-        n_input=26,
-        relu_clip=20.0,
-        dropout_rate=0.05,
-        dropout_rate2=-1.0,
-        dropout_rate3=-1.0,
-        dropout_rate4=0.0,
-        dropout_rate5=0.0,
-        dropout_rate6=-1.0,
-        audio_input=False,
-        sample_rate=16000,
-        feature_win_len=32.0,
-        feature_win_step=20.0,
-        augment=None,
-        **kwargs,
-    ):
+        num_classes: int = 29,
+        n_hidden: int = 2048,
+        n_context: int = 9,
+        n_input: int = 26,
+        relu_clip: float = 20.0,
+        dropout_rate: float = 0.05,
+        dropout_rate2: float = -1.0,
+        dropout_rate3: float = -1.0,
+        dropout_rate4: float = 0.0,
+        dropout_rate5: float = 0.0,
+        dropout_rate6: float = -1.0,
+        audio_input: bool = False,
+        sample_rate: int = 16000,
+        feature_win_len: float = 32.0,
+        feature_win_step: float = 20.0,
+        augment: str | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         for name, value in (("num_classes", num_classes), ("n_hidden", n_hidden),
                             ("n_input", n_input)):  # fmt: skip
@@ -115,7 +118,7 @@ class DeepSpeech(keras.Model):
         self.layer_6 = keras.layers.Dense(num_classes, name="layer_6")
         self.dropouts = [keras.layers.Dropout(rates[i]) for i in (0, 1, 2, 5)]
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Any = None) -> None:
         width = self.window_size
         for layer in self.hidden:
             layer.build((None, None, width))
@@ -128,14 +131,16 @@ class DeepSpeech(keras.Model):
         self.built = True
 
     @property
-    def window_size(self):
+    def window_size(self) -> int:
         """Inputs per frame of the acoustic model: (2 n_context + 1) n_input."""
         return (2 * self.n_context + 1) * self.n_input
 
     def _split(self, inputs):
         return split_inputs(inputs, "audio" if self.audio_input else "features")
 
-    def features(self, inputs, training=None):
+    def features(
+        self, inputs: Any, training: bool | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """(MFCCs [B, T, n_input], frames [B]) of the inputs, augmented in training."""
         values, lengths = self._split(inputs)
         if self.audio_input:
@@ -149,7 +154,13 @@ class DeepSpeech(keras.Model):
     def _clipped(self, layer, x):
         return tf.minimum(tf.nn.relu(layer(x)), self.relu_clip)
 
-    def acoustic(self, windows, lengths=None, initial_state=None, training=None):
+    def acoustic(
+        self,
+        windows: TensorLike,
+        lengths: TensorLike | None = None,
+        initial_state: Sequence[TensorLike] | None = None,
+        training: bool | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Logits and the LSTM's final (h, c) of context windows [B, T, window_size]."""
         x = windows
         for layer, dropout in zip(self.hidden, self.dropouts[:3], strict=True):
@@ -161,13 +172,13 @@ class DeepSpeech(keras.Model):
         x = self.dropouts[3](self._clipped(self.layer_5, x), training=training)
         return self.layer_6(x), h, c
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: Any, training: bool | None = None) -> tf.Tensor:
         values, lengths = self.features(inputs, training=training)
         windows, lengths = self.context(values, lengths)
         logits, _, _ = self.acoustic(windows, lengths, training=training)
         return logits
 
-    def frame_lengths(self, inputs):
+    def frame_lengths(self, inputs: Any) -> tf.Tensor:
         """int32 [B]: the logit frames of each utterance."""
         values, lengths = self._split(inputs)
         if self.audio_input:
@@ -176,7 +187,7 @@ class DeepSpeech(keras.Model):
             return tf.where(lengths >= window, full, tf.zeros_like(full))
         return lengths
 
-    def compute_mask(self, inputs, mask=None):
+    def compute_mask(self, inputs: Any, mask: Any = None) -> tf.Tensor:
         values, _ = self._split(inputs)
         frames = tf.shape(values)[1]
         if self.audio_input:
@@ -185,7 +196,9 @@ class DeepSpeech(keras.Model):
             )
         return tf.sequence_mask(self.frame_lengths(inputs), frames)
 
-    def step(self, windows, state_h, state_c):
+    def step(
+        self, windows: tf.Tensor, state_h: TensorLike, state_c: TensorLike
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """One streaming step: (logits [B, n_steps, num_classes], state_h, state_c).
 
         windows [B, n_steps, window_size] (n_steps static) and the LSTM state
@@ -206,7 +219,7 @@ class DeepSpeech(keras.Model):
         x = self._clipped(self.layer_5, tf.stack(outputs, axis=1))
         return self.layer_6(x), state[0], state[1]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         names = ["dropout_rate"] + [f"dropout_rate{i}" for i in range(2, 7)]
         rates = dict(zip(names, self.dropout_rates, strict=True))
         return with_attributes(

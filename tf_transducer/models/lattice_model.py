@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """A Keras model around a recognition lattice (GNAT: local or global norm)."""
 
+from typing import Any
+
 import keras
+import tensorflow as tf
 
 from tf_transducer.lattice import RecognitionLattice
 from tf_transducer.losses import RecognitionLatticeLoss
@@ -25,27 +28,37 @@ class LatticeModel(keras.Model):
         passes the features through.
     """
 
-    def __init__(self, lattice, encoder=None, **kwargs):
+    def __init__(
+        self,
+        lattice: RecognitionLattice | dict[str, Any],
+        encoder: Any = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         lattice, encoder = _inputs.deserialized(lattice), _inputs.deserialized(encoder)
         if not isinstance(lattice, RecognitionLattice):
             raise ValueError(f"lattice must be a RecognitionLattice, got {lattice!r}")
         self.lattice, self.encoder = lattice, encoder
 
-    def build(self, input_shape):
+    def build(self, input_shape: Any) -> None:
         self.lattice.build(_inputs.encoded_shape(input_shape, self.encoder))
         self.built = True
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return _inputs.with_parts(super().get_config(), self, "lattice", "encoder")
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: Any, training: bool | None = False) -> dict[str, tf.Tensor]:
         frames, lengths = _inputs.encoded(self.encoder, inputs, training)
         return {"frames": frames, "num_frames": lengths}
 
     def compute_loss(
-        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
-    ):
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> tf.Tensor:
         """The compiled RecognitionLatticeLoss of labels y given y_pred."""
         if not isinstance(self.loss, RecognitionLatticeLoss):
             raise ValueError(

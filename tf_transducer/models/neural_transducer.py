@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A Keras model: an encoder and the Neural Transducer (Jaitly et al. 2015)."""
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -28,7 +30,12 @@ class NeuralTransducerModel(keras.Model):
         unidirectional LSTMs, for online use); None passes features through.
     """
 
-    def __init__(self, transducer, encoder=None, **kwargs):
+    def __init__(
+        self,
+        transducer: NeuralTransducer | dict[str, Any],
+        encoder: Any = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         transducer, encoder = (
             _inputs.deserialized(transducer),
@@ -41,26 +48,31 @@ class NeuralTransducerModel(keras.Model):
         self.transducer, self.encoder = transducer, encoder
         self.error_tracker = keras.metrics.Mean(name="error")
 
-    def build(self, input_shape):
+    def build(self, input_shape: Any) -> None:
         shape = _inputs.encoded_shape(input_shape, self.encoder)
         if not self.transducer.built:
             self.transducer.build(shape)
         self.built = True
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return _inputs.with_parts(super().get_config(), self, "transducer", "encoder")
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: Any, training: bool | None = False) -> dict[str, tf.Tensor]:
         frames, lengths = _inputs.encoded(self.encoder, inputs, training)
         return {"encoder": frames, "lengths": lengths}
 
     @property
-    def metrics(self):
+    def metrics(self) -> list[Any]:
         return [*super().metrics, self.error_tracker]
 
     def compute_loss(
-        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
-    ):
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> tf.Tensor:
         """The compiled NeuralTransducerLoss of labels y; updates "error"."""
         loss_fn = self.loss
         layer = self.transducer

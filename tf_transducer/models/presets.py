@@ -92,7 +92,7 @@ def preset_parts(name: str) -> dict[str, dict[str, Any]]:
     return copy.deepcopy(PRESETS[name])
 
 
-def part_class(spec: Mapping[str, Any], part: str) -> type:
+def part_class(spec: Mapping[str, Any], part: str) -> type[keras.layers.Layer]:
     """The layer class a part configuration names."""
     if not isinstance(spec, Mapping) or not isinstance(spec.get("class_name"), str):
         raise ValueError(

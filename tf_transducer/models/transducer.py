@@ -178,13 +178,10 @@ class Transducer(keras.Model):
                     f"{part} must be a dict of {parts[part]['class_name']} "
                     f"arguments overriding the preset's, got {value!r}"
                 )
-        return cls(
-            vocab_size,
-            *(merged(parts[p], given[p]) for p in PARTS),
-            **kwargs,
-        )
+        encoder, predictor, joiner = (merged(parts[p], given[p]) for p in PARTS)
+        return cls(vocab_size, encoder, predictor, joiner, **kwargs)
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Any = None) -> None:
         frames = (None, None, self.feature_dim)
         shapes = [
             (self.normalizer, (frames,)),
@@ -200,11 +197,11 @@ class Transducer(keras.Model):
                 layer.build(*shape)
         self.built = True
 
-    def build_from_config(self, config):
+    def build_from_config(self, config: dict[str, Any]) -> None:
         """Builds a loaded model: its shapes are its own (feature_dim, the parts)."""
         self.build()
 
-    def compile(self, *args, **kwargs):
+    def compile(self, *args: Any, **kwargs: Any) -> None:
         """keras.Model.compile; the simple projections train only with PrunedRnntLoss.
 
         The full losses (RnntLoss, FusedRnntLoss) do not use them.
@@ -213,7 +210,7 @@ class Transducer(keras.Model):
         pruned = isinstance(self.loss, PrunedRnntLoss)
         self.simple_am.trainable = self.simple_lm.trainable = pruned
 
-    def compile_from_config(self, config):
+    def compile_from_config(self, config: dict[str, Any]) -> None:
         """Compiles a loaded model as it was saved, loss and optimizer included.
 
         (Keras skips this for models that override `compile`.)
@@ -225,7 +222,7 @@ class Transducer(keras.Model):
     def _split(self, inputs):
         return split_inputs(inputs, "audio" if self.feature_layer else "features")
 
-    def features(self, inputs):
+    def features(self, inputs: Any) -> tuple[tf.Tensor, tf.Tensor]:
         """(normalised features [B, T, F], frames [B]) of the inputs."""
         values, lengths = self._split(inputs)
         if self.feature_layer is not None:
@@ -234,7 +231,9 @@ class Transducer(keras.Model):
             values, lengths = self.normalizer(values, lengths)
         return values, lengths
 
-    def encode(self, inputs, training=None):
+    def encode(
+        self, inputs: Any, training: bool | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """(encoded [B, T', H], lengths [B])."""
         values, lengths = self.features(inputs)
         if self.spec_augment is not None and training:
@@ -290,13 +289,18 @@ class Transducer(keras.Model):
         mask = tf.sequence_mask(out_lengths, tf.shape(encoded)[1], encoded.dtype)
         return encoded * mask[..., None], out_lengths
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: Any, training: bool | None = None) -> dict[str, tf.Tensor]:
         encoded, lengths = self.encode(inputs, training=training)
         return {"encoder": encoded, "lengths": lengths}
 
     def compute_loss(
-        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
-    ):
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> tf.Tensor:
         """The compiled RnntLoss / FusedRnntLoss / PrunedRnntLoss of labels y."""
         loss_fn = self.loss
         if not isinstance(loss_fn, (RnntLoss, FusedRnntLoss, PrunedRnntLoss)):
@@ -340,7 +344,7 @@ class Transducer(keras.Model):
             loss = loss_fn(y, logits, sample_weight)
         return plus_added_losses(self, loss)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         serialize = keras.saving.serialize_keras_object
         config.update(
@@ -360,7 +364,7 @@ class Transducer(keras.Model):
         return config
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: Mapping[str, Any]) -> "Transducer":
         """The model of a config, this layout's or 0.1's flat one (converted)."""
         config = dict(config)
         if is_legacy(config):
