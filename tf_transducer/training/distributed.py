@@ -13,18 +13,24 @@ decoded).  The training loop itself is `tf_transducer.training.train_loop`.
 
 import json
 import os
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 import numpy as np
 import tensorflow as tf
+from numpy.typing import ArrayLike
 
 TF_CONFIG = "TF_CONFIG"
+T = TypeVar("T")
 
 
 class ClusterConfigError(ValueError):
     """TF_CONFIG does not describe a usable cluster."""
 
 
-def cluster_from_environment(environ=None):
+def cluster_from_environment(
+    environ: Mapping[str, str] | None = None,
+) -> tuple[dict[str, list[str]], str, int] | None:
     """The cluster `TF_CONFIG` describes, checked.
 
     Returns (cluster dict, task type, task index), or None when TF_CONFIG is
@@ -56,7 +62,7 @@ def cluster_from_environment(environ=None):
         raise ClusterConfigError(
             f'{TF_CONFIG} needs "task": {{"type": "worker", "index": i}}, got {text!r}'
         )
-    seen = {}
+    seen: dict[str, str] = {}
     for job, addresses in cluster.items():
         if not isinstance(addresses, list) or not addresses:
             raise ClusterConfigError(
@@ -91,7 +97,9 @@ def cluster_from_environment(environ=None):
 DISTRIBUTIONS = ("auto", "none", "mirrored", "multi_worker")
 
 
-def strategy_from_environment(distribution="auto", timeout_seconds=60.0):
+def strategy_from_environment(
+    distribution: str = "auto", timeout_seconds: float = 60.0
+) -> tf.distribute.Strategy:
     """The strategy for this process.
 
     Args:
@@ -130,7 +138,7 @@ def strategy_from_environment(distribution="auto", timeout_seconds=60.0):
     return tf.distribute.get_strategy()
 
 
-def worker_position(strategy):
+def worker_position(strategy: tf.distribute.Strategy) -> tuple[int, int]:
     """(this worker's index, number of workers); (0, 1) on one machine."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.cluster_spec().jobs:
@@ -141,7 +149,7 @@ def worker_position(strategy):
     return tasks.index((resolver.task_type, resolver.task_id)), len(tasks)
 
 
-def all_reduce_sums(strategy, values):
+def all_reduce_sums(strategy: tf.distribute.Strategy, values: ArrayLike) -> np.ndarray:
     """Element-wise sums over the workers of float64 `values`.
 
     `values` is a 1-D array of the same length on every worker; every worker
@@ -159,7 +167,7 @@ def all_reduce_sums(strategy, values):
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None).numpy()
 
 
-def is_chief(strategy):
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this worker logs and writes (worker 0, or the chief task)."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
@@ -170,7 +178,7 @@ def is_chief(strategy):
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
-def shard_items(items, num_shards, index):
+def shard_items(items: Iterable[T], num_shards: int, index: int) -> list[T]:
     """Items index, index + num_shards, ...: worker `index`'s share of a manifest.
 
     Taken before anything is decoded.  Disjoint across workers, and together

@@ -37,6 +37,8 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any, TypeAlias
 
 import keras
 import numpy as np
@@ -54,13 +56,19 @@ from tf_transducer.training.run_dir import config_differences
 PREEMPTED_EXIT_CODE = 42  # the exit code of a worker that saved on SIGTERM
 MODEL_FILE = "model.json"  # what the checkpoints in a folder belong to
 SCRATCH = "workertemp_"  # + task: a non-chief's save, removed at once
+# train_loop's dataset_fn: (context, epoch) -> that epoch's (x, y) batches.
+DatasetFn: TypeAlias = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+# train_loop's validation: (model, pipeline_id, num_pipelines) -> {name: (sum, count)}.
+Validation: TypeAlias = Callable[
+    [keras.Model, int, int], Mapping[str, tuple[float, float]]
+]
 
 
 # Settings that do not change what a checkpoint holds.
 _NOT_DESCRIBED = ("name", "dtype", "trainable")
 
 
-def model_description(model):
+def model_description(model: keras.Model) -> dict[str, Any]:
     """What a checkpoint belongs to: the model's class and configuration.
 
     The configuration leaves out the names and dtype policies, the model's
@@ -201,7 +209,9 @@ def _step_function(model):
     return step
 
 
-def loss_sums(model, dataset):
+def loss_sums(
+    model: keras.Model, dataset: Iterable[Any]
+) -> dict[str, tuple[float, int]]:
     """One worker's share of a validation loss, as {"loss": (sum, items)}.
 
     The sum is of a model's losses on (x, y) batches, weighted by the
@@ -228,7 +238,7 @@ def _check_positive(name, value):
 VERBOSE = ("auto", 0, 1, 2)
 
 
-def check_verbose(verbose):
+def check_verbose(verbose: Any) -> None:
     """Refuses a `verbose` other than "auto", 0, 1 or 2 (`fit`'s values)."""
     if isinstance(verbose, bool) or verbose not in VERBOSE:
         raise ValueError(f'verbose must be "auto", 0, 1 or 2, got {verbose!r}')
@@ -248,20 +258,20 @@ def _shows_bar(chief, verbose):
 
 
 def train_loop(
-    model,
-    dataset_fn,
-    epochs,
-    steps_per_epoch,
-    strategy=None,
+    model: keras.Model,
+    dataset_fn: DatasetFn,
+    epochs: int,
+    steps_per_epoch: int,
+    strategy: tf.distribute.Strategy | None = None,
     *,
-    checkpoint_dir=None,
-    save_every=0,
-    validation=None,
-    callbacks=(),
-    log_every=10,
-    verbose="auto",
-    new_pipeline_at=None,
-):
+    checkpoint_dir: str | None = None,
+    save_every: int = 0,
+    validation: Validation | None = None,
+    callbacks: Iterable[keras.callbacks.Callback] = (),
+    log_every: int = 10,
+    verbose: str | int = "auto",
+    new_pipeline_at: Container[int] | None = None,
+) -> dict[str, list[float]]:
     """Trains a compiled model; returns {"loss": [...], "val_...": [...]}.
 
     The history holds one value per epoch run by this call (reduced across
@@ -350,7 +360,7 @@ def train_loop(
     callback_list = keras.callbacks.CallbackList(
         list(callbacks), model=model, epochs=epochs, steps=steps_per_epoch, verbose=0
     )
-    history = {}
+    history: dict[str, list[float]] = {}
     model.stop_training = False
     callback_list.on_train_begin()
     iterator = None

@@ -17,6 +17,8 @@ Writes are atomic (a temporary file renamed into place).
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -26,8 +28,8 @@ RUN_FILE = "run.json"
 BACKUP_DIR = "backup"
 
 
-def _flatten(config, prefix=""):
-    out = {}
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
@@ -37,12 +39,14 @@ def _flatten(config, prefix=""):
     return out
 
 
-def _normalise(config):
+def _normalise(config: Any) -> Any:
     """As it reads back from JSON (tuples become lists, ...)."""
     return json.loads(json.dumps(config))
 
 
-def config_differences(saved, wanted):
+def config_differences(
+    saved: Mapping[str, Any], wanted: Mapping[str, Any]
+) -> list[str]:
     """["key: saved value -> wanted value", ...] between two configurations."""
     a, b = _flatten(saved), _flatten(_normalise(wanted))
     return [
@@ -76,8 +80,14 @@ class RunDirectory:
     """
 
     def __init__(
-        self, path, config, owned=(), overwrite=False, read_only=False, upgrade=None
-    ):
+        self,
+        path: str,
+        config: Mapping[str, Any],
+        owned: Iterable[str] = (),
+        overwrite: bool = False,
+        read_only: bool = False,
+        upgrade: Callable[[Any], Mapping[str, Any]] | None = None,
+    ) -> None:
         self.path = path
         self.config = _normalise(config)
         self.owned = tuple(owned)
@@ -106,7 +116,9 @@ class RunDirectory:
                 + (f"; {len(differences) - 8} more" if len(differences) > 8 else "")
                 + "); use --overwrite to replace it, or another folder"
             )
-        self.state = dict(saved["state"]) if saved else {"epochs_done": 0}
+        self.state: dict[str, Any] = (
+            dict(saved["state"]) if saved else {"epochs_done": 0}
+        )
         if saved is None:
             self.save_state()
 
@@ -124,7 +136,7 @@ class RunDirectory:
                 "run, or another folder"
             ) from None
 
-    def file(self, name):
+    def file(self, name: str) -> str:
         return os.path.join(self.path, name)
 
     def _exists(self, name):
@@ -143,7 +155,7 @@ class RunDirectory:
             raise ValueError(f"{path}: not a run file (needs config and state)")
         return saved
 
-    def save_state(self, **updates):
+    def save_state(self, **updates: Any) -> None:
         """Records progress (epochs_done, best, finished, stopped, ...)."""
         self.state.update(updates)
         if self.read_only:
@@ -164,16 +176,16 @@ class RunDirectory:
     # -- what a (re-)run does --------------------------------------------------
 
     @property
-    def finished(self):
+    def finished(self) -> bool:
         return bool(self.state.get("finished"))
 
-    def resume_epoch(self):
+    def resume_epoch(self) -> int:
         """The epoch an interrupted run continues from (0: from the start)."""
         if tf.train.latest_checkpoint(self.file(BACKUP_DIR)) is None:
             return 0
         return int(self.state.get("epochs_done", 0))
 
-    def announce(self, epochs):
+    def announce(self, epochs: int) -> str:
         """Logs and returns what this start does: "start", "resume" or "done"."""
         if self.finished:
             message = (
@@ -195,7 +207,7 @@ class RunDirectory:
             print(message, flush=True)
         return action
 
-    def trim_history(self, name, epochs_done):
+    def trim_history(self, name: str, epochs_done: int) -> None:
         """Drops rows of a CSV history past epochs_done.
 
         Those are an interrupted epoch's row, or rows of epochs the backup does
@@ -226,25 +238,30 @@ class RunStateCallback(keras.callbacks.Callback):
         stopped the run).
     """
 
-    def __init__(self, run_dir, monitor, early_stopping=None):
+    def __init__(
+        self,
+        run_dir: RunDirectory,
+        monitor: str,
+        early_stopping: keras.callbacks.EarlyStopping | None = None,
+    ) -> None:
         super().__init__()
         self.run_dir = run_dir
         self.monitor = monitor
         self.early_stopping = early_stopping
-        self.epochs = None
+        self.epochs: int | None = None
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.epochs = self.params.get("epochs")
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         value = (logs or {}).get(self.monitor)
         best = self.run_dir.state.get("best")
-        updates = {"epochs_done": epoch + 1}
+        updates: dict[str, Any] = {"epochs_done": epoch + 1}
         if value is not None and (best is None or float(value) < best):
             updates.update(best=float(value), best_epoch=epoch + 1)
         self.run_dir.save_state(**updates)
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         state = self.run_dir.state
         stopper = self.early_stopping
         if stopper is not None and stopper.stopped_epoch > 0:
