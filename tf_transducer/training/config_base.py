@@ -249,7 +249,7 @@ class RootConfig:
         return out
 
     @classmethod
-    def sections(cls) -> dict[str, type]:
+    def sections(cls) -> dict[str, type[Section]]:
         """{section key: its Section class}."""
         return {f.name: f.type for f in dataclasses.fields(cls)}  # type: ignore[arg-type,misc]
 
@@ -382,11 +382,11 @@ class RootConfig:
         return type(self).from_dict(values)
 
 
-def flag_fields(root: type) -> list[tuple[str, dataclasses.Field]]:
+def flag_fields(root: type[RootConfig]) -> list[tuple[str, dataclasses.Field]]:
     """(qualified name, field) of every setting of a root with a flag of its own."""
     found = []
     for key, section in root.sections().items():
-        for field in dataclasses.fields(section):
+        for field in dataclasses.fields(section):  # type: ignore[arg-type]
             if field.metadata.get("kind"):
                 found.append((f"{key}.{field.name}", field))
     return found
