@@ -214,7 +214,8 @@ def check_rate(name: str, value: Any) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
-        or not 0 <= value < 1
+        or value < 0  # (numbers.Real declares < and <=, not >=)
+        or not value < 1
     ):
         raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
 
