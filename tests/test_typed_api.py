@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The public API of ops, losses, lattice, decoding, data and export is typed.
+"""The public API of every package but the command lines (cli) is typed.
 
-mypy (`make lint`) checks that the annotations agree with the code; this test
-keeps them complete: every function and class in each package's `__all__`,
-and each such class's `__init__` and public methods, annotate every parameter
-and the return value.
+TYPED_PACKAGES: ops, losses, lattice, decoding, data, export, layers, models
+and training. mypy (`make lint`, the `files` of pyproject.toml's [tool.mypy])
+checks that the annotations agree with the code; this test keeps them
+complete: every function and class in each package's `__all__`, and each
+such class's `__init__` and public methods, annotate every parameter and the
+return value.
 """
 
 import importlib
@@ -19,6 +21,9 @@ TYPED_PACKAGES = (
     "tf_transducer.decoding",
     "tf_transducer.data",
     "tf_transducer.export",
+    "tf_transducer.layers",
+    "tf_transducer.models",
+    "tf_transducer.training",
 )
 
 
@@ -74,6 +79,12 @@ def test_the_check_sees_the_api():
         "tf_transducer.decoding.WordScorer.extend",
         "tf_transducer.data.SpeechDataset.dataset",
         "tf_transducer.export.TransducerStream.feed",
+        "tf_transducer.layers.ConformerEncoder.step",
+        "tf_transducer.layers.SpecAugment.call",
+        "tf_transducer.models.Transducer.from_preset",
+        "tf_transducer.models.Transducer.compute_loss",
+        "tf_transducer.training.train_loop",
+        "tf_transducer.training.RunDirectory.__init__",
     ):
         assert expected in names
     assert missing_annotations(lambda x, y: x) == ["x", "y", "return"]
