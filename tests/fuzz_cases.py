@@ -100,7 +100,9 @@ def mi_cases(rng, i):
         return Case(kind, lambda: fn(px[0], py), False, ["px"])
     if kind == "shape":
         return Case(kind, lambda: fn(px, py[:, :-1]), False, ["py"])
-    return Case(kind, lambda: fn(px[:, :0], py[:, :1]), False, ["S"])
+    # S = 0 (every transcript empty): legal, the sum of py's only row.
+    want, _, _ = mi_reference(px[:, :0], py[:, :1])
+    return Case(kind, lambda: fn(px[:, :0], py[:, :1]), check=close(want))
 
 
 def rnnt_cases(rng, i):
@@ -282,8 +284,12 @@ def feature_cases(rng, i):
         lambda: tt.Mfcc(sample_rate=8000),
     ][i % 2]
     kind = ["padding", "short", "too_long", "negative", "float", "list",
-            "batch", "frames"][i // 2 % 8]  # fmt: skip
+            "batch", "frames", "loud"][i // 2 % 9]  # fmt: skip
     layer = make()
+    if kind == "loud":  # finite, but its float32 spectrum overflows: named
+        loud = audio.copy()
+        loud[0, int(rng.integers(0, N))] = float(rng.choice([1e20, -1e30, 3e38]))
+        return Case(kind, lambda: layer(loud, lengths), False, ["audio"])
     if kind == "padding":
         clean = layer(audio, lengths)
         noisy = audio.copy()
@@ -330,7 +336,23 @@ def feature_cases(rng, i):
 def manifest_cases(rng, i):
     folder = tempfile.mkdtemp(prefix="fuzz-manifest-")
     kind = ["text", "filepath", "duration", "offset", "utf8", "json", "columns",
-            "object", "bom"][i % 9]  # fmt: skip
+            "object", "bom", "skipped"][i % 10]  # fmt: skip
+    if kind == "skipped":  # with skip_bad a malformed CSV row is left out
+        import soundfile as sf
+
+        sf.write(os.path.join(folder, "a.wav"), np.zeros(800), 8000, "PCM_16")
+        bad = ",".join(["a.wav", "1", "x", "y"][: int(rng.choice([1, 2, 4]))])
+        path = os.path.join(folder, "m.csv")
+        with open(path, "w") as f:
+            f.write(f"wav_filename,wav_filesize,transcript\n{bad}\na.wav,1,ok\n")
+        alphabet = tt.CharacterAlphabet.english()
+
+        def kept():
+            data = tt.SpeechDataset(path, alphabet, 8000, skip_bad=True)
+            return repr((data.transcripts, [w for w, _ in data.skipped]))
+
+        want = repr((["ok"], [f"{path}:2"]))
+        return Case(kind, kept, check=lambda got: None if got == want else got)
     if kind == "bom":  # a byte order mark (spreadsheets write one) is legal
         path = os.path.join(folder, str(rng.choice(["m.csv", "m.jsonl"])))
         content = ("wav_filename,wav_filesize,transcript\na.wav,1,hi\n"
@@ -594,10 +616,11 @@ def edge_cases(rng, i):
         px, py = rng.normal(size=(B, S, T + 2)), rng.normal(size=(B, S + 1, T))
         return Case(kind, lambda: call(tt.mutual_information_recursion_tf, px, py),
                     False, ["px"])  # fmt: skip
-    if kind == "mi_empty_s":
+    if kind == "mi_empty_s":  # legal: the sum of py's only row
         px, py = rng.normal(size=(B, 0, T + 1)), rng.normal(size=(B, 1, T))
+        want = py[:, 0].sum(axis=1)
         return Case(kind, lambda: call(tt.mutual_information_recursion_tf, px, py),
-                    False, ["S"])  # fmt: skip
+                    check=close(want))  # fmt: skip
     if kind == "mi_boundary_rows":
         px, py = rng.normal(size=(B, S, T + 1)), rng.normal(size=(B, S + 1, T))
         rows = np.concatenate([boundary, boundary[:1]])
@@ -1297,7 +1320,8 @@ def transducer_encoder_cases(rng, i):
     if kind == "argument":
         pairs = [("d_model", 0), ("num_layers", 0), ("num_heads", 3),
                  ("conv_kernel", 1), ("dropout", 1.5), ("subsampling", 3),
-                 ("chunk_size", 0), ("left_context", -1), ("chunk_sizes", [0])]  # fmt: skip
+                 ("chunk_size", 0), ("left_context", -1),
+                 ("chunk_sizes", [0])]  # fmt: skip
         name, value = pairs[int(rng.integers(0, len(pairs)))]
         encoder = {**encoders["conformer"], name: value}
         return Case(kind, lambda: tt.models.Transducer(6, encoder, **parts), False,

@@ -52,7 +52,7 @@ def test_every_setting_with_a_flag_has_it_with_its_default_and_help():
 
 
 def test_the_model_shorthands_name_real_arguments():
-    for name, (part, argument, cls, _, _, _) in cli.MODEL_FLAGS.items():
+    for name, (_, argument, cls, _, _, _) in cli.MODEL_FLAGS.items():
         classes = [cls] if cls else ["PredictionNetwork"]
         for class_name in classes:
             layer = presets.PART_CLASSES[class_name]
