@@ -2,7 +2,7 @@
 """Running exported programs: the LiteRT interpreter and the runners' inputs."""
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike
 
 from tf_transducer._optional import require
 from tf_transducer.export._convert import QUANTIZATIONS, check_quantization
-from tf_transducer.export._folders import META
+from tf_transducer.export._folders import META, read_meta
 from tf_transducer.export._quiet import quiet_tensorflow
 
 
@@ -131,3 +131,41 @@ class Program:
         return self.runner(
             **{k: np.asarray(v, self.dtypes[k]) for k, v in inputs.items()}
         )
+
+
+def open_export(
+    export_dir: str,
+    model: str,
+    name: str,
+    keys: Iterable[str],
+    quantization: str | None,
+    num_threads: int,
+    inputs: Mapping[str, Sequence[str]]
+    | Callable[[Mapping[str, Any]], Mapping[str, Sequence[str]]],
+) -> tuple[dict[str, Any], str, dict[str, "Program"]]:
+    """What every runner reads first: export.json, its mode, its programs.
+
+    Args:
+      export_dir: the export folder.
+      model: the model export.json must name.
+      name: the same in words, for messages.
+      keys: the export.json keys the runner needs.
+      quantization: None (whatever the export holds), or the mode expected.
+      num_threads: interpreter threads.
+      inputs: {program: its input names} (or export.json's content -> that);
+        `<program>.tflite` each.
+
+    Returns:
+      (export.json's content, the quantisation mode, {program: Program}).
+    """
+    meta = read_meta(export_dir, model, name, keys)
+    mode = check_export_quantization(export_dir, meta, quantization)
+    if callable(inputs):
+        inputs = inputs(meta)
+    programs = {
+        program: Program(
+            os.path.join(export_dir, f"{program}.tflite"), num_threads, names
+        )
+        for program, names in inputs.items()
+    }
+    return meta, mode, programs

@@ -30,8 +30,8 @@ import tensorflow as tf
 from numpy.typing import ArrayLike
 
 from tf_transducer.export._convert import check_calibration, record_inputs
-from tf_transducer.export._folders import read_meta, write_export
-from tf_transducer.export._runner import Program, check_audio, check_export_quantization
+from tf_transducer.export._folders import write_export
+from tf_transducer.export._runner import check_audio, open_export
 
 if TYPE_CHECKING:
     from tf_transducer.data.text import CharacterAlphabet
@@ -152,25 +152,16 @@ class DeepSpeechStream:
     def __init__(
         self, export_dir: str, quantization: str | None = None, num_threads: int = 1
     ) -> None:
-        self.meta = read_meta(export_dir, MODEL, "DeepSpeech", META_KEYS)
-        self.quantization = check_export_quantization(
-            export_dir, self.meta, quantization
-        )
         from tf_transducer.data import CharacterAlphabet
 
+        self.meta, self.quantization, self.programs = open_export(
+            export_dir, MODEL, "DeepSpeech", META_KEYS, quantization, num_threads,
+            {"features": ["audio"],
+             "acoustic": ["windows", "previous_state_h", "previous_state_c"]},
+        )  # fmt: skip
         self.alphabet = CharacterAlphabet.from_file(
             os.path.join(export_dir, "alphabet.txt")
         )
-        self.programs = {
-            "features": Program(
-                os.path.join(export_dir, "features.tflite"), num_threads, ["audio"]
-            ),
-            "acoustic": Program(
-                os.path.join(export_dir, "acoustic.tflite"),
-                num_threads,
-                ["windows", "previous_state_h", "previous_state_c"],
-            ),
-        }
         self.reset()
 
     @property

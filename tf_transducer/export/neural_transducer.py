@@ -21,8 +21,8 @@ import tensorflow as tf
 from numpy.typing import ArrayLike
 
 from tf_transducer.export._convert import check_calibration, record_inputs
-from tf_transducer.export._folders import META, read_meta, write_export
-from tf_transducer.export._runner import Program, check_export_quantization
+from tf_transducer.export._folders import META, write_export
+from tf_transducer.export._runner import open_export
 
 if TYPE_CHECKING:
     from tf_transducer.layers import NeuralTransducer
@@ -140,13 +140,12 @@ class NeuralTransducerStream:
     def __init__(
         self, export_dir: str, quantization: str | None = None, num_threads: int = 1
     ) -> None:
-        meta = read_meta(
-            export_dir,
-            MODEL,
-            "Neural Transducer",
-            ("input_block_size", "encoder_dim", "quantization"),
-        )
-        self.quantization = check_export_quantization(export_dir, meta, quantization)
+        block = ["frames", "frame_count"]
+        meta, self.quantization, self.programs = open_export(
+            export_dir, MODEL, "Neural Transducer",
+            ("input_block_size", "encoder_dim", "quantization"), quantization,
+            num_threads, {"start": block, "step": [*block, "out", "h", "c"]},
+        )  # fmt: skip
         where = os.path.join(export_dir, META)
         for key in ("input_block_size", "encoder_dim"):
             value = meta[key]
@@ -154,17 +153,6 @@ class NeuralTransducerStream:
                 raise ValueError(
                     f"{where}: {key} must be a positive int, got {value!r}"
                 )
-        block = ["frames", "frame_count"]
-        self.programs = {
-            "start": Program(
-                os.path.join(export_dir, "start.tflite"), num_threads, block
-            ),
-            "step": Program(
-                os.path.join(export_dir, "step.tflite"),
-                num_threads,
-                [*block, "out", "h", "c"],
-            ),
-        }
         self.block, self.dim = meta["input_block_size"], meta["encoder_dim"]
         for name, program in self.programs.items():
             shape = program.runner.get_input_details()["frames"]["shape"].tolist()

@@ -16,12 +16,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tf_transducer.decoding.transducer import GreedyState, State, greedy_continue
-from tf_transducer.export._folders import read_meta
-from tf_transducer.export._runner import Program, check_audio, check_export_quantization
+from tf_transducer.export._runner import Program, check_audio, open_export
 
 MODEL = "tf_transducer.Transducer"
 
-PROGRAMS = ("features", "encoder", "predictor", "joiner")
 META_KEYS = (
     "sample_rate",
     "frame_length",
@@ -39,6 +37,18 @@ META_KEYS = (
 )
 # The programs quantised in "dynamic" / "int8" exports; the others stay float.
 QUANTIZED = ("encoder", "predictor")
+
+
+def _program_inputs(meta: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The input names of the four programs (the states' count from export.json)."""
+    encoder = [f"state_{i}" for i in range(len(meta["encoder_state_shapes"]))]
+    predictor = [f"state_{i}" for i in range(len(meta["predictor_states"]))]
+    return {
+        "features": ["audio"],
+        "encoder": ["features", "valid", *encoder],
+        "predictor": ["label", *predictor],
+        "joiner": ["encoder", "decoder"],
+    }
 
 
 class _TfliteSteps:
@@ -92,30 +102,15 @@ class TransducerStream:
         num_threads: int = 1,
         max_symbols_per_frame: int = 3,
     ) -> None:
-        self.meta = read_meta(export_dir, MODEL, "Transducer", META_KEYS)
-        self.quantization = check_export_quantization(
-            export_dir, self.meta, quantization
-        )
         from tf_transducer.data.text import load_text_encoder_json
 
+        self.meta, self.quantization, self.programs = open_export(
+            export_dir, MODEL, "Transducer", META_KEYS, quantization, num_threads,
+            _program_inputs,
+        )  # fmt: skip
         self.text_encoder = load_text_encoder_json(
             os.path.join(export_dir, "text_encoder.json")
         )
-        m = self.meta
-        inputs = {
-            "features": ["audio"],
-            "encoder": ["features", "valid"]
-            + [f"state_{i}" for i in range(len(m["encoder_state_shapes"]))],
-            "predictor": ["label"]
-            + [f"state_{i}" for i in range(len(m["predictor_states"]))],
-            "joiner": ["encoder", "decoder"],
-        }
-        self.programs = {
-            name: Program(
-                os.path.join(export_dir, name + ".tflite"), num_threads, inputs[name]
-            )
-            for name in PROGRAMS
-        }
         self._steps = _TfliteSteps(self.programs, self.meta)
         self.max_symbols_per_frame = max_symbols_per_frame
         self.reset()
