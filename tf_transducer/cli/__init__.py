@@ -80,6 +80,8 @@ def run(main):
     """app.run(main), with a --help that lists the caller's own flags.
 
     TensorFlow's informational log lines are off unless --verbosity is given.
+    Bad input (a CliError, ValueError or FileNotFoundError: their messages
+    name the file or flag) ends with "error: <message>" and exit code 1.
     """
     caller = sys._getframe(1).f_globals
     if any(arg in HELP_ARGS for arg in sys.argv[1:]):
@@ -87,8 +89,15 @@ def run(main):
         sys.exit(0)
 
     def quiet_main(argv):
+        from tf_transducer.cli._common import CliError
+
         if not flags.FLAGS["verbosity"].present:
             logging.set_verbosity(logging.WARNING)
-        return main(argv)
+        try:
+            return main(argv)
+        except (CliError, ValueError, FileNotFoundError) as error:
+            logging.error("%s", error)
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(1)
 
     app.run(quiet_main)

@@ -32,9 +32,8 @@ place.
 """
 
 import os
-import sys
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from tf_transducer.cli import define, define_distribution, flag_group
 from tf_transducer.cli import run as run_app
@@ -308,27 +307,23 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not (
         FLAGS.train_files
+        or FLAGS.config
         or FLAGS.test_files
         or FLAGS.export_dir
         or FLAGS.one_shot_infer
     ):
         raise app.UsageError(
-            "nothing to do: give --train_files, --test_files, --export_dir or "
-            "--one_shot_infer"
+            "nothing to do: give --train_files (or --config), --test_files, "
+            "--export_dir or --one_shot_infer"
         )
-    try:
-        if FLAGS.train_files:
-            train()
-        if FLAGS.test_files:
-            test()
-        if FLAGS.export_dir and FLAGS.export_tflite and FLAGS.checkpoint_dir:
-            export()
-        if FLAGS.one_shot_infer:
-            transcribe()
-    except (CliError, ValueError, FileNotFoundError) as error:
-        logging.error("%s", error)
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+    if FLAGS.train_files or FLAGS.config:
+        train()
+    if FLAGS.test_files:
+        test()
+    if FLAGS.export_dir and FLAGS.export_tflite and FLAGS.checkpoint_dir:
+        export()
+    if FLAGS.one_shot_infer:
+        transcribe()
 
 
 def run():

@@ -21,9 +21,8 @@ on one.
 """
 
 import os
-import sys
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from tf_transducer.cli import define, define_distribution, flag_group
 from tf_transducer.cli import run as run_app
@@ -283,92 +282,82 @@ def main(argv):
     if len(argv) != 2 or argv[1] not in COMMANDS:
         raise app.UsageError(f"give one command: {' | '.join(COMMANDS)}")
     command = argv[1]
-    try:
-        if command == "train":
-            if not FLAGS.checkpoint_dir:
-                raise CliError("--checkpoint_dir is needed to train")
-            config = run_config()
-            recipe.train(
-                config,
-                FLAGS.checkpoint_dir,
-                strategy=strategy_from_environment(FLAGS.distribution),
-                overwrite=FLAGS.overwrite,
-                verbose="auto",  # a progress bar on a terminal, else epoch lines
-            )
-        elif command == "evaluate":
-            model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)
-            features = saved_features(FLAGS.checkpoint_dir)
-            data, _ = recipe.speech_data(
-                manifest_paths(
-                    FLAGS.test_files, "test_files", required=True, corpora=True
-                ),
-                encoder,
-                features["sample_rate"],
-                features["n_mels"],
-                FLAGS.max_duration,
-                FLAGS.skip_bad,
-            )
-            wer, cer, pairs = recipe.evaluate(
-                model,
-                encoder,
-                data,
-                FLAGS.beam_width,
-                scorer=word_scorer(FLAGS.lm_binary_path, encoder),
-                alpha=FLAGS.lm_alpha,
-                beta=FLAGS.lm_beta,
-                beam_method=FLAGS.beam_method,
-            )
-            print(f"{len(pairs)} utterances: WER {wer:.3f}, CER {cer:.3f}")
-            for ref, hyp in pairs[:5]:
-                print(f" - ref: {ref!r}\n   hyp: {hyp!r}")
-        elif command == "export":
-            import tf_transducer as tt
-            from tf_transducer.export import export_transducer
+    if command == "train":
+        if not FLAGS.checkpoint_dir:
+            raise CliError("--checkpoint_dir is needed to train")
+        config = run_config()
+        recipe.train(
+            config,
+            FLAGS.checkpoint_dir,
+            strategy=strategy_from_environment(FLAGS.distribution),
+            overwrite=FLAGS.overwrite,
+            verbose="auto",  # a progress bar on a terminal, else epoch lines
+        )
+    elif command == "evaluate":
+        model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)
+        features = saved_features(FLAGS.checkpoint_dir)
+        data, _ = recipe.speech_data(
+            manifest_paths(FLAGS.test_files, "test_files", required=True, corpora=True),
+            encoder,
+            features["sample_rate"],
+            features["n_mels"],
+            FLAGS.max_duration,
+            FLAGS.skip_bad,
+        )
+        wer, cer, pairs = recipe.evaluate(
+            model,
+            encoder,
+            data,
+            FLAGS.beam_width,
+            scorer=word_scorer(FLAGS.lm_binary_path, encoder),
+            alpha=FLAGS.lm_alpha,
+            beta=FLAGS.lm_beta,
+            beam_method=FLAGS.beam_method,
+        )
+        print(f"{len(pairs)} utterances: WER {wer:.3f}, CER {cer:.3f}")
+        for ref, hyp in pairs[:5]:
+            print(f" - ref: {ref!r}\n   hyp: {hyp!r}")
+    elif command == "export":
+        import tf_transducer as tt
+        from tf_transducer.export import export_transducer
 
-            if not FLAGS.export_dir:
-                raise CliError("--export_dir is needed to export")
-            model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)
-            features = tt.LogMelSpectrogram(**saved_features(FLAGS.checkpoint_dir))
-            calibration = None
-            if FLAGS.quantization == "int8":
-                calibration = tt.data.calibration_audio(
-                    training_manifests(),
-                    features.sample_rate,
-                    FLAGS.calibration_utterances,
-                )
-            sizes = export_transducer(
-                model,
-                FLAGS.export_dir,
-                encoder,
-                features,
-                quantization=FLAGS.quantization,
-                calibration_audio=calibration,
+        if not FLAGS.export_dir:
+            raise CliError("--export_dir is needed to export")
+        model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)
+        features = tt.LogMelSpectrogram(**saved_features(FLAGS.checkpoint_dir))
+        calibration = None
+        if FLAGS.quantization == "int8":
+            calibration = tt.data.calibration_audio(
+                training_manifests(),
+                features.sample_rate,
+                FLAGS.calibration_utterances,
             )
-            for name, size in sizes.items():
-                print(
-                    f"exported {os.path.join(FLAGS.export_dir, name)} "
-                    f"({size / 1e6:.2f} MB)"
-                )
-        elif command == "manifest":
-            write_corpus_manifest(FLAGS.corpus, FLAGS.output)
-        else:
-            from tf_transducer.export import TransducerStream
-
-            if not FLAGS.wav:
-                raise CliError("--wav is needed to transcribe")
-            stream = TransducerStream(FLAGS.export_dir)
-            check_flag_against(
-                "audio_sample_rate",
-                stream.sample_rate,
-                os.path.join(FLAGS.export_dir, "export.json"),
-            )
+        sizes = export_transducer(
+            model,
+            FLAGS.export_dir,
+            encoder,
+            features,
+            quantization=FLAGS.quantization,
+            calibration_audio=calibration,
+        )
+        for name, size in sizes.items():
             print(
-                stream.transcribe(read_audio_flag(FLAGS.wav, stream.sample_rate, "wav"))
+                f"exported {os.path.join(FLAGS.export_dir, name)} ({size / 1e6:.2f} MB)"
             )
-    except (CliError, ValueError, FileNotFoundError) as error:
-        logging.error("%s", error)
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+    elif command == "manifest":
+        write_corpus_manifest(FLAGS.corpus, FLAGS.output)
+    else:
+        from tf_transducer.export import TransducerStream
+
+        if not FLAGS.wav:
+            raise CliError("--wav is needed to transcribe")
+        stream = TransducerStream(FLAGS.export_dir)
+        check_flag_against(
+            "audio_sample_rate",
+            stream.sample_rate,
+            os.path.join(FLAGS.export_dir, "export.json"),
+        )
+        print(stream.transcribe(read_audio_flag(FLAGS.wav, stream.sample_rate, "wav")))
 
 
 def run():
