@@ -61,7 +61,8 @@ def test_the_model_shorthands_name_real_arguments():
 
 def test_flags_become_the_configuration():
     parse(f"--train_files={TRAIN}", "--train_batch_size=8", "--epochs=3",
-          "--audio_sample_rate=8000", "--loss=fused", "--transducer_augment=none")  # fmt: skip
+          "--audio_sample_rate=8000", "--loss=fused",
+          "--transducer_augment=none")  # fmt: skip
     config = cli.run_config()
     assert config.data.train_files == (TRAIN,)
     assert (config.training.batch_size, config.training.epochs) == (8, 3)
@@ -86,7 +87,8 @@ def test_config_file_then_flags_then_set(tmp_path):
         str(path)
     )
     parse(f"--config={path}", f"--train_files={TRAIN}", "--train_batch_size=5",
-          "--set", "training.batch_size=6", "--set", "model.encoder.units=64")  # fmt: skip
+          "--set", "training.batch_size=6",
+          "--set", "model.encoder.units=64")  # fmt: skip
     config = cli.run_config()
     assert config.training.epochs == 7  # the file's
     assert config.training.batch_size == 6  # --set over the flag

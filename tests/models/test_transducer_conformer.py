@@ -23,8 +23,7 @@ from tf_transducer.layers import (
     TransducerJoiner,
 )
 from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
-from tf_transducer.models import Transducer
-from tf_transducer.models import PRESETS
+from tf_transducer.models import PRESETS, Transducer
 
 V, F = 8, 6
 RNG = np.random.default_rng(36)

@@ -56,37 +56,39 @@ def test_a_preset_name_is_a_model_and_resolved_spells_it_out():
     assert again == resolved
 
 
-@pytest.mark.parametrize(
-    "make, message",
-    [
-        (lambda: TrainingConfig(batch_size=0), "training.batch_size must be a positive int, got 0"),
-        (lambda: TrainingConfig(batch_size=2.0), "training.batch_size must be a positive int"),
-        (lambda: TrainingConfig(loss="ctc"), "training.loss must be one of"),
-        (lambda: TrainingConfig(seed="1"), "training.seed must be an int"),
-        (lambda: FeaturesConfig(sample_rate=-8000), "features.sample_rate"),
-        (lambda: DataConfig(train_files=[3]), "data.train_files must be a list of paths"),
-        (lambda: DataConfig(text_encoder="bytes"), "data.text_encoder must be one of"),
-        (lambda: DataConfig(max_duration=float("nan")), "data.max_duration must be finite"),
-        (lambda: DataConfig(word_delimiter=1), "data.word_delimiter must be true or false"),
-        (lambda: OptimizerConfig(learning_rate=0), "optimizer.learning_rate must be > 0"),
-        (lambda: AugmentConfig(spec_augment="XL"), "augment.spec_augment"),
-        (lambda: AugmentConfig(spec_augment={"freq_masks": 1}), r"augment.spec_augment: unknown SpecAugment arguments \['freq_masks'\]"),
-        (lambda: ModelConfig(encoder={"width": 3}), r"model.encoder \(TransducerEncoder\): unknown arguments \['width'\]"),
-        (lambda: RunConfig(training=TrainingConfig(epochs=3),
-                           optimizer=OptimizerConfig(lr_warmup_epochs=3)),
-         r"optimizer.lr_warmup_epochs must be below training.epochs \(3\)"),
-        (lambda: RunConfig(training="fast"), "training must be a TrainingConfig"),
-        (lambda: RunConfig.from_dict({"training": {"batch": 3}}),
-         r"training: unknown settings \['batch'\]"),
-        (lambda: RunConfig.from_dict({"trainer": {}}), r"unknown sections \['trainer'\]"),
-        (lambda: RunConfig.from_dict({"kind": "deepspeech"}), "a 'deepspeech' run"),
-        (lambda: DeepSpeechModelConfig(dropout_rate=1.0), "model.dropout_rate must lie"),
-        (lambda: DeepSpeechTrainingConfig(es_epochs=0), "training.es_epochs"),
-    ],
-)  # fmt: skip
-def test_bad_settings_are_named(make, message):
+BAD = [  # (section, arguments, what the error says)
+    (TrainingConfig, dict(batch_size=0), "training.batch_size must be a positive int"),
+    (TrainingConfig, dict(batch_size=2.0), "training.batch_size must be a positive"),
+    (TrainingConfig, dict(loss="ctc"), "training.loss must be one of"),
+    (TrainingConfig, dict(seed="1"), "training.seed must be an int"),
+    (FeaturesConfig, dict(sample_rate=-8000), "features.sample_rate"),
+    (DataConfig, dict(train_files=[3]), "data.train_files must be a list of paths"),
+    (DataConfig, dict(text_encoder="bytes"), "data.text_encoder must be one of"),
+    (DataConfig, dict(max_duration=float("nan")), "data.max_duration must be finite"),
+    (DataConfig, dict(word_delimiter=1), "data.word_delimiter must be true or false"),
+    (OptimizerConfig, dict(learning_rate=0), "optimizer.learning_rate must be > 0"),
+    (AugmentConfig, dict(spec_augment="XL"), "augment.spec_augment"),
+    (AugmentConfig, dict(spec_augment={"freq_masks": 1}),
+     r"augment.spec_augment: unknown SpecAugment arguments \['freq_masks'\]"),
+    (ModelConfig, dict(encoder={"width": 3}),
+     r"model.encoder \(TransducerEncoder\): unknown arguments \['width'\]"),
+    (RunConfig, dict(training=TrainingConfig(epochs=3),
+                     optimizer=OptimizerConfig(lr_warmup_epochs=3)),
+     r"optimizer.lr_warmup_epochs must be below training.epochs \(3\)"),
+    (RunConfig, dict(training="fast"), "training must be a TrainingConfig"),
+    (RunConfig.from_dict, dict(values={"training": {"batch": 3}}),
+     r"training: unknown settings \['batch'\]"),
+    (RunConfig.from_dict, dict(values={"trainer": {}}), r"unknown sections"),
+    (RunConfig.from_dict, dict(values={"kind": "deepspeech"}), "a 'deepspeech' run"),
+    (DeepSpeechModelConfig, dict(dropout_rate=1.0), "model.dropout_rate must lie"),
+    (DeepSpeechTrainingConfig, dict(es_epochs=0), "training.es_epochs"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("make, arguments, message", BAD)
+def test_bad_settings_are_named(make, arguments, message):
     with pytest.raises(ValueError, match=message):
-        make()
+        make(**arguments)
 
 
 def test_overrides_take_json_values_and_name_bad_keys():
