@@ -24,7 +24,8 @@ import os
 import subprocess
 import sys
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness
 

@@ -32,7 +32,8 @@ import tempfile
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness
 
@@ -63,7 +64,8 @@ def _preset_model(name):
 
 
 def _clips():
-    from tf_transducer.data import load_audio, read_manifest
+    from tf_transducer.data import load_audio
+    from tf_transducer.data import read_manifest
     from tf_transducer.data.corpora import manifest
 
     return [load_audio(u.path, RATE) for u in read_manifest(manifest("librivox"))]
@@ -191,7 +193,8 @@ def presets():
 
 def _lstm_like(params):
     """An LSTM Transducer (4 layers, stack 4) of about `params` parameters."""
-    from tf_transducer.models import PRESETS, Transducer
+    from tf_transducer.models import PRESETS
+    from tf_transducer.models import Transducer
 
     conformer = PRESETS["conformer-10m"]  # its prediction network and joiner
 

@@ -17,7 +17,8 @@ import subprocess
 import tempfile
 import time
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness
 

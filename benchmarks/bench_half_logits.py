@@ -16,9 +16,11 @@ import os
 import subprocess
 import time
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
-from benchmarks import _harness, peak_rss  # noqa: E402
+from benchmarks import _harness  # noqa: E402
+from benchmarks import peak_rss  # noqa: E402
 
 REPEATS = flags.DEFINE_integer("repeats", 10, "Timed steps per case.")
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'dtype,path,B,T,U,V'.")

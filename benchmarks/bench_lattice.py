@@ -32,10 +32,20 @@ Usage: python -m benchmarks.bench_lattice [--rounds 10]
 import os
 import platform
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness  # noqa: E402
-from benchmarks.lattice_case import CONTEXT, HIDDEN, RNN, RNN_EMB, B, F, T, U, V, inputs  # noqa: E402
+from benchmarks.lattice_case import CONTEXT  # noqa: E402
+from benchmarks.lattice_case import HIDDEN  # noqa: E402
+from benchmarks.lattice_case import RNN  # noqa: E402
+from benchmarks.lattice_case import RNN_EMB  # noqa: E402
+from benchmarks.lattice_case import B  # noqa: E402
+from benchmarks.lattice_case import F  # noqa: E402
+from benchmarks.lattice_case import T  # noqa: E402
+from benchmarks.lattice_case import U  # noqa: E402
+from benchmarks.lattice_case import V  # noqa: E402
+from benchmarks.lattice_case import inputs  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per case.", lower_bound=3)
 LAST_PYTHON = flags.DEFINE_string("last_python", "", "A Python with last-asr.")
@@ -67,7 +77,8 @@ def serve_tf(case):
     from tf_transducer.lattice.alignments import FrameDependent
     from tf_transducer.lattice.contexts import FullNGram
     from tf_transducer.lattice.semirings import Log
-    from tf_transducer.lattice.weight_fns import JointWeightFn, SharedRNNCacher
+    from tf_transducer.lattice.weight_fns import JointWeightFn
+    from tf_transducer.lattice.weight_fns import SharedRNNCacher
 
     lattice = RecognitionLattice(
         FullNGram(V, CONTEXT),

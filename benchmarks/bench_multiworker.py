@@ -33,12 +33,10 @@ def worker(out, steps, epochs):
 
     from tf_transducer.losses import RnntLoss
     from tf_transducer.models import Transducer
-    from tf_transducer.training import (
-        is_chief,
-        shard_items,
-        strategy_from_environment,
-        train_loop,
-    )
+    from tf_transducer.training import is_chief
+    from tf_transducer.training import shard_items
+    from tf_transducer.training import strategy_from_environment
+    from tf_transducer.training import train_loop
 
     strategy = strategy_from_environment(timeout_seconds=120)
     rng = np.random.default_rng(0)

@@ -23,7 +23,8 @@ Usage: python -m benchmarks.bench_mutual_information [--rounds 30]
 import os
 import platform
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness  # noqa: E402
 

@@ -20,7 +20,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 5, "Timings per case.", lower_bound=3)
 

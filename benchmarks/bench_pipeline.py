@@ -21,7 +21,8 @@ Usage: python -m benchmarks.bench_pipeline [--rounds 5]
 
 import os
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness  # noqa: E402
 
@@ -43,7 +44,8 @@ def _setup(cores):
 
 
 def _dataset(tf, corpus, cores):
-    from tf_transducer.data import CharacterAlphabet, SpeechDataset
+    from tf_transducer.data import CharacterAlphabet
+    from tf_transducer.data import SpeechDataset
     from tf_transducer.data.corpora import manifest
     from tf_transducer.layers import LogMelSpectrogram
 

@@ -18,7 +18,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags  # noqa: E402
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
 
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/digits_demo", "A demo run folder.")
 SETS = {"synthetic": "digits_test", "real": "digits_real"}
@@ -50,7 +51,8 @@ def main(argv):
     import tf_transducer as tt
     from tf_transducer.data import read_manifest
     from tf_transducer.data.corpora import manifest
-    from tf_transducer.decoding import char_error_rate, word_error_rate
+    from tf_transducer.decoding import char_error_rate
+    from tf_transducer.decoding import word_error_rate
     from tf_transducer.training import transducer_recipe as recipe
 
     checkpoint = os.path.join(WORK_DIR.value, "checkpoint")

@@ -17,7 +17,8 @@ Usage: python -m benchmarks.bench_spec_augment [--rounds 10]
 
 import os
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness  # noqa: E402
 
@@ -34,7 +35,8 @@ def serve(what):
 
     tf.config.threading.set_intra_op_parallelism_threads(2)
     tf.config.threading.set_inter_op_parallelism_threads(2)
-    from tf_transducer.layers import LogMelSpectrogram, SpecAugment
+    from tf_transducer.layers import LogMelSpectrogram
+    from tf_transducer.layers import SpecAugment
 
     lengths = tf.random.stateless_uniform([B], [1, 2], 500, T + 1, tf.int32)
     if what == "augment":

@@ -19,7 +19,8 @@ import os
 import subprocess
 import tempfile
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness
 

@@ -20,7 +20,8 @@ import os
 import tempfile
 import time
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness  # noqa: E402
 
@@ -61,7 +62,9 @@ def serve_step(loss_name):
 
     import tf_transducer as tt
     from tf_transducer.data.corpora import manifest
-    from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
+    from tf_transducer.losses import FusedRnntLoss
+    from tf_transducer.losses import PrunedRnntLoss
+    from tf_transducer.losses import RnntLoss
 
     encoder, features = _digits(tf)
     data = tt.SpeechDataset(manifest("digits_train"), encoder, 8000, features)

@@ -15,7 +15,12 @@ import jax  # noqa: E402
 import last  # noqa: E402
 
 from benchmarks import _harness  # noqa: E402
-from benchmarks.lattice_case import CONTEXT, HIDDEN, RNN, RNN_EMB, V, inputs  # noqa: E402
+from benchmarks.lattice_case import CONTEXT  # noqa: E402
+from benchmarks.lattice_case import HIDDEN  # noqa: E402
+from benchmarks.lattice_case import RNN  # noqa: E402
+from benchmarks.lattice_case import RNN_EMB  # noqa: E402
+from benchmarks.lattice_case import V  # noqa: E402
+from benchmarks.lattice_case import inputs  # noqa: E402
 
 
 def main(case):

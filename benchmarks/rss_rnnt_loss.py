@@ -14,10 +14,14 @@ Usage: python -m benchmarks.rss_rnnt_loss
 import os
 import subprocess
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
-from benchmarks import _harness, peak_rss  # noqa: E402
-from benchmarks.rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
+from benchmarks import _harness  # noqa: E402
+from benchmarks import peak_rss  # noqa: E402
+from benchmarks.rnnt_cases import IMPLS  # noqa: E402
+from benchmarks.rnnt_cases import SHAPES  # noqa: E402
+from benchmarks.rnnt_cases import loss_function  # noqa: E402
 
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
 

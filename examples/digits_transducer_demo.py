@@ -34,20 +34,20 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-from absl import app, flags, logging  # noqa: E402
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+from absl import logging  # noqa: E402
 
 from tf_transducer.data.corpora import manifest  # noqa: E402
 from tf_transducer.models import PRESETS  # noqa: E402
 from tf_transducer.training import transducer_recipe as recipe  # noqa: E402
-from tf_transducer.training.config import (  # noqa: E402
-    AugmentConfig,
-    DataConfig,
-    FeaturesConfig,
-    ModelConfig,
-    OptimizerConfig,
-    RunConfig,
-    TrainingConfig,
-)
+from tf_transducer.training.config import AugmentConfig  # noqa: E402
+from tf_transducer.training.config import DataConfig  # noqa: E402
+from tf_transducer.training.config import FeaturesConfig  # noqa: E402
+from tf_transducer.training.config import ModelConfig  # noqa: E402
+from tf_transducer.training.config import OptimizerConfig  # noqa: E402
+from tf_transducer.training.config import RunConfig  # noqa: E402
+from tf_transducer.training.config import TrainingConfig  # noqa: E402
 
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/digits_demo", "Outputs.")
 EPOCHS = flags.DEFINE_integer(

@@ -135,11 +135,9 @@ def execute(path, timeout, scratch, output_dir=None):
 
 def run(paths, timeout, output_dir=None):
     """Executes the notebooks one by one; returns the number that failed."""
-    from nbclient.exceptions import (
-        CellExecutionError,
-        CellTimeoutError,
-        DeadKernelError,
-    )
+    from nbclient.exceptions import CellExecutionError
+    from nbclient.exceptions import CellTimeoutError
+    from nbclient.exceptions import DeadKernelError
 
     failed, total = [], 0.0
     with tempfile.TemporaryDirectory(prefix="tt_notebooks_") as root:

@@ -402,7 +402,8 @@ _EXPORT = {}
 def _transducer_stream():
     """A TransducerStream over a tiny untrained export (built once per child)."""
     if "stream" not in _EXPORT:
-        from tf_transducer.export import TransducerStream, export_transducer
+        from tf_transducer.export import TransducerStream
+        from tf_transducer.export import export_transducer
 
         alphabet = tt.CharacterAlphabet.english()
         model = tt.models.Transducer(
@@ -786,12 +787,10 @@ def lattice_cases(rng, i):
     normalised or not) against every path, and its malformed inputs."""
     import keras
 
-    from tf_transducer.lattice import (
-        RecognitionLattice,
-        alignments,
-        contexts,
-        semirings,
-    )
+    from tf_transducer.lattice import RecognitionLattice
+    from tf_transducer.lattice import alignments
+    from tf_transducer.lattice import contexts
+    from tf_transducer.lattice import semirings
     from tf_transducer.lattice import weight_fns as W
 
     B, T, V, U = int(rng.integers(1, 4)), int(rng.integers(2, 4)), 2, 3
@@ -930,10 +929,8 @@ def lattice_cases(rng, i):
 def _neural_transducer_export():
     """(folder, NeuralTransducerStream) of a tiny untrained export (once per child)."""
     if "neural_transducer" not in _EXPORT:
-        from tf_transducer.export import (
-            NeuralTransducerStream,
-            export_neural_transducer,
-        )
+        from tf_transducer.export import NeuralTransducerStream
+        from tf_transducer.export import export_neural_transducer
         from tf_transducer.layers import NeuralTransducer
 
         layer = NeuralTransducer(n_out=5, transducer_hidden_units=8,
@@ -1075,10 +1072,8 @@ def input_cases(rng, i):
         return Case(kind, lambda: NeuralTransducerStream(copy), False,
                     [f"export.json: {key}"])  # fmt: skip
     if kind == "export_args":
-        from tf_transducer.export import (
-            NeuralTransducerStream,
-            export_neural_transducer,
-        )
+        from tf_transducer.export import NeuralTransducerStream
+        from tf_transducer.export import export_neural_transducer
         from tf_transducer.layers import NeuralTransducer
 
         folder, stream = _neural_transducer_export()

@@ -13,9 +13,14 @@ import pytest
 import tensorflow as tf
 
 import tf_transducer as tt
-from tests.harness import Padding, run_layer_test, run_loss_test, run_model_test
-from tf_transducer.lattice import RecognitionLattice, weight_fns
-from tf_transducer.lattice.alignments import FrameDependent, FrameLabelDependent
+from tests.harness import Padding
+from tests.harness import run_layer_test
+from tests.harness import run_loss_test
+from tests.harness import run_model_test
+from tf_transducer.lattice import RecognitionLattice
+from tf_transducer.lattice import weight_fns
+from tf_transducer.lattice.alignments import FrameDependent
+from tf_transducer.lattice.alignments import FrameLabelDependent
 from tf_transducer.lattice.contexts import FullNGram
 
 RNG = np.random.default_rng(0)

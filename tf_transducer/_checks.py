@@ -13,7 +13,8 @@ not at all under XLA, which cannot run assertions (`in_xla_context`).
 
 import math
 import numbers
-from typing import Any, TypeAlias
+from typing import Any
+from typing import TypeAlias
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops

@@ -18,7 +18,8 @@ from tf_transducer.cli._common import CliError
 from tf_transducer.data.corpora import manifest
 from tf_transducer.models import presets
 from tf_transducer.training.config import RunConfig
-from tf_transducer.training.config_base import flag_fields, flag_name
+from tf_transducer.training.config_base import flag_fields
+from tf_transducer.training.config_base import flag_name
 from tf_transducer.training.deepspeech_config import DeepSpeechRunConfig
 
 FLAGS = flags.FLAGS

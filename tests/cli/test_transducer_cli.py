@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tf_transducer.data import load_audio, resample
+from tf_transducer.data import load_audio
+from tf_transducer.data import resample
 from tf_transducer.data.corpora import manifest
 from tf_transducer.export import TransducerStream
 
@@ -194,13 +195,11 @@ def test_rerunning_train_resumes_refuses_or_overwrites(tmp_path):
         def on_epoch_end(self, epoch, logs=None):
             raise Interrupt  # as if the machine went down after epoch 1
 
-    from tf_transducer.training.config import (
-        DataConfig,
-        FeaturesConfig,
-        ModelConfig,
-        RunConfig,
-        TrainingConfig,
-    )
+    from tf_transducer.training.config import DataConfig
+    from tf_transducer.training.config import FeaturesConfig
+    from tf_transducer.training.config import ModelConfig
+    from tf_transducer.training.config import RunConfig
+    from tf_transducer.training.config import TrainingConfig
 
     config = RunConfig(
         model=ModelConfig(encoder={"units": 16}),

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.data import CharacterAlphabet, SpeechDataset
+from tf_transducer.data import CharacterAlphabet
+from tf_transducer.data import SpeechDataset
 from tf_transducer.data import augment as A
 from tf_transducer.data.corpora import manifest
 

@@ -14,18 +14,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tf_transducer.data import (
-    Utterance,
-    calibration_audio,
-    common_voice_utterances,
-    corpus_utterances,
-    is_corpus,
-    librispeech_utterances,
-    read_manifest,
-    resample,
-    wav_folder_utterances,
-    write_manifest,
-)
+from tf_transducer.data import Utterance
+from tf_transducer.data import calibration_audio
+from tf_transducer.data import common_voice_utterances
+from tf_transducer.data import corpus_utterances
+from tf_transducer.data import is_corpus
+from tf_transducer.data import librispeech_utterances
+from tf_transducer.data import read_manifest
+from tf_transducer.data import resample
+from tf_transducer.data import wav_folder_utterances
+from tf_transducer.data import write_manifest
 from tf_transducer.data.corpora import manifest
 
 CV_HEADER = (

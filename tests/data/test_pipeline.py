@@ -10,7 +10,8 @@ import pytest
 import soundfile as sf
 import tensorflow as tf
 
-from tf_transducer.data import CharacterAlphabet, SpeechDataset
+from tf_transducer.data import CharacterAlphabet
+from tf_transducer.data import SpeechDataset
 from tf_transducer.data.corpora import manifest
 from tf_transducer.layers import LogMelSpectrogram
 

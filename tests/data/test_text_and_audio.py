@@ -10,16 +10,15 @@ import sys
 import numpy as np
 import pytest
 
-from tf_transducer.data import (
-    BLANK,
-    CharacterAlphabet,
-    SubwordEncoder,
-    load_text_encoder,
-    probe,
-    read_manifest,
-    resample,
-)
-from tf_transducer.data.corpora import make_real_digits, manifest
+from tf_transducer.data import BLANK
+from tf_transducer.data import CharacterAlphabet
+from tf_transducer.data import SubwordEncoder
+from tf_transducer.data import load_text_encoder
+from tf_transducer.data import probe
+from tf_transducer.data import read_manifest
+from tf_transducer.data import resample
+from tf_transducer.data.corpora import make_real_digits
+from tf_transducer.data.corpora import manifest
 
 
 def test_alphabet_round_trip_and_blank():

@@ -8,13 +8,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tf_transducer.data import (
-    BadAudioError,
-    CharacterAlphabet,
-    SpeechDataset,
-    load_audio,
-    read_manifest,
-)
+from tf_transducer.data import BadAudioError
+from tf_transducer.data import CharacterAlphabet
+from tf_transducer.data import SpeechDataset
+from tf_transducer.data import load_audio
+from tf_transducer.data import read_manifest
 from tf_transducer.layers import LogMelSpectrogram
 
 ALPHABET = CharacterAlphabet.english()

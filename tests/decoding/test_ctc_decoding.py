@@ -7,16 +7,14 @@ import numpy as np
 import pytest
 
 from tf_transducer.data import CharacterAlphabet
-from tf_transducer.decoding import (
-    ArpaModel,
-    KenLMModel,
-    WordScorer,
-    char_error_rate,
-    ctc_beam_search,
-    ctc_greedy_decode,
-    edit_distance,
-    word_error_rate,
-)
+from tf_transducer.decoding import ArpaModel
+from tf_transducer.decoding import KenLMModel
+from tf_transducer.decoding import WordScorer
+from tf_transducer.decoding import char_error_rate
+from tf_transducer.decoding import ctc_beam_search
+from tf_transducer.decoding import ctc_greedy_decode
+from tf_transducer.decoding import edit_distance
+from tf_transducer.decoding import word_error_rate
 
 
 def ctc_log_prob(log_probs, labels, blank=0):

@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 from tf_transducer.data import CharacterAlphabet
-from tf_transducer.decoding import ArpaModel, WordScorer
-from tf_transducer.decoding.transducer import (
-    beam_search,
-    greedy_search,
-    modified_beam_search,
-)
+from tf_transducer.decoding import ArpaModel
+from tf_transducer.decoding import WordScorer
+from tf_transducer.decoding.transducer import beam_search
+from tf_transducer.decoding.transducer import greedy_search
+from tf_transducer.decoding.transducer import modified_beam_search
 
 
 def log_softmax(x):

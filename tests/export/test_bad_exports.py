@@ -8,19 +8,16 @@ import numpy as np
 import pytest
 
 from tf_transducer.data import CharacterAlphabet
-from tf_transducer.export import (
-    DeepSpeechStream,
-    TransducerStream,
-    export_deepspeech,
-    export_transducer,
-)
-from tf_transducer.layers import (
-    LogMelSpectrogram,
-    PredictionNetwork,
-    TransducerEncoder,
-    TransducerJoiner,
-)
-from tf_transducer.models import DeepSpeech, Transducer
+from tf_transducer.export import DeepSpeechStream
+from tf_transducer.export import TransducerStream
+from tf_transducer.export import export_deepspeech
+from tf_transducer.export import export_transducer
+from tf_transducer.layers import LogMelSpectrogram
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
+from tf_transducer.layers import TransducerJoiner
+from tf_transducer.models import DeepSpeech
+from tf_transducer.models import Transducer
 
 ALPHABET = CharacterAlphabet.english()
 

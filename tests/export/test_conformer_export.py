@@ -14,8 +14,11 @@ import tf_transducer as tt
 from tf_transducer.data import read_manifest
 from tf_transducer.data.corpora import manifest
 from tf_transducer.decoding.transducer import transducer_greedy_decode
-from tf_transducer.export import TransducerStream, export_transducer
-from tf_transducer.layers import ConformerEncoder, PredictionNetwork, TransducerJoiner
+from tf_transducer.export import TransducerStream
+from tf_transducer.export import export_transducer
+from tf_transducer.layers import ConformerEncoder
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerJoiner
 from tf_transducer.models import Transducer
 
 ALPHABET = tt.CharacterAlphabet.english()

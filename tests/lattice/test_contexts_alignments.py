@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.lattice.alignments import (
-    FrameDependent,
-    FrameLabelDependent,
-    check_num_weights,
-    shift_down,
-)
-from tf_transducer.lattice.contexts import FullNGram, NextStateTable
-from tf_transducer.lattice.semirings import Cartesian, Log, MaxTropical, Real
+from tf_transducer.lattice.alignments import FrameDependent
+from tf_transducer.lattice.alignments import FrameLabelDependent
+from tf_transducer.lattice.alignments import check_num_weights
+from tf_transducer.lattice.alignments import shift_down
+from tf_transducer.lattice.contexts import FullNGram
+from tf_transducer.lattice.contexts import NextStateTable
+from tf_transducer.lattice.semirings import Cartesian
+from tf_transducer.lattice.semirings import Log
+from tf_transducer.lattice.semirings import MaxTropical
+from tf_transducer.lattice.semirings import Real
 
 
 def test_full_ngram_state_numbering():

@@ -11,16 +11,19 @@ import pytest
 import tensorflow as tf
 
 from tf_transducer.lattice import RecognitionLattice
-from tf_transducer.lattice.alignments import FrameDependent, FrameLabelDependent
-from tf_transducer.lattice.contexts import FullNGram, NextStateTable
-from tf_transducer.lattice.semirings import Log, LogLogExpectation, MaxTropical, Real
-from tf_transducer.lattice.weight_fns import (
-    JointWeightFn,
-    LocallyNormalizedWeightFn,
-    NullCacher,
-    SharedRNNCacher,
-    TableWeightFn,
-)
+from tf_transducer.lattice.alignments import FrameDependent
+from tf_transducer.lattice.alignments import FrameLabelDependent
+from tf_transducer.lattice.contexts import FullNGram
+from tf_transducer.lattice.contexts import NextStateTable
+from tf_transducer.lattice.semirings import Log
+from tf_transducer.lattice.semirings import LogLogExpectation
+from tf_transducer.lattice.semirings import MaxTropical
+from tf_transducer.lattice.semirings import Real
+from tf_transducer.lattice.weight_fns import JointWeightFn
+from tf_transducer.lattice.weight_fns import LocallyNormalizedWeightFn
+from tf_transducer.lattice.weight_fns import NullCacher
+from tf_transducer.lattice.weight_fns import SharedRNNCacher
+from tf_transducer.lattice.weight_fns import TableWeightFn
 
 
 def table_lattice(table, context, alignment):

@@ -8,16 +8,14 @@ import pytest
 import tensorflow as tf
 
 from tf_transducer.lattice import semirings
-from tf_transducer.lattice.semirings import (
-    Cartesian,
-    Expectation,
-    Log,
-    LogLogExpectation,
-    MaxTropical,
-    Real,
-    value_dtype,
-    value_shape,
-)
+from tf_transducer.lattice.semirings import Cartesian
+from tf_transducer.lattice.semirings import Expectation
+from tf_transducer.lattice.semirings import Log
+from tf_transducer.lattice.semirings import LogLogExpectation
+from tf_transducer.lattice.semirings import MaxTropical
+from tf_transducer.lattice.semirings import Real
+from tf_transducer.lattice.semirings import value_dtype
+from tf_transducer.lattice.semirings import value_shape
 
 INF = float("inf")
 

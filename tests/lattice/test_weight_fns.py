@@ -6,17 +6,15 @@ import pytest
 import tensorflow as tf
 
 from tf_transducer.lattice.contexts import FullNGram
-from tf_transducer.lattice.weight_fns import (
-    JointWeightFn,
-    LocallyNormalizedWeightFn,
-    NullCacher,
-    SharedEmbCacher,
-    SharedRNNCacher,
-    TableWeightFn,
-    hat_normalize,
-    log_softmax_normalize,
-    ngram_context_labels,
-)
+from tf_transducer.lattice.weight_fns import JointWeightFn
+from tf_transducer.lattice.weight_fns import LocallyNormalizedWeightFn
+from tf_transducer.lattice.weight_fns import NullCacher
+from tf_transducer.lattice.weight_fns import SharedEmbCacher
+from tf_transducer.lattice.weight_fns import SharedRNNCacher
+from tf_transducer.lattice.weight_fns import TableWeightFn
+from tf_transducer.lattice.weight_fns import hat_normalize
+from tf_transducer.lattice.weight_fns import log_softmax_normalize
+from tf_transducer.lattice.weight_fns import ngram_context_labels
 
 
 @pytest.mark.parametrize("normalize", [hat_normalize, log_softmax_normalize])

@@ -13,12 +13,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.layers import (
-    ConformerBlock,
-    ConformerEncoder,
-    ConvSubsampling,
-    chunk_attention_mask,
-)
+from tf_transducer.layers import ConformerBlock
+from tf_transducer.layers import ConformerEncoder
+from tf_transducer.layers import ConvSubsampling
+from tf_transducer.layers import chunk_attention_mask
 
 RNG = np.random.default_rng(0)
 

@@ -15,7 +15,8 @@ import pytest
 import soundfile as sf
 import tensorflow as tf
 
-from tf_transducer.layers import LogMelSpectrogram, Mfcc
+from tf_transducer.layers import LogMelSpectrogram
+from tf_transducer.layers import Mfcc
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "speech")
 TOLERANCE = 1e-4

@@ -6,12 +6,10 @@ import pytest
 import tensorflow as tf
 
 from tests.layers import feature_reference as ref
-from tf_transducer.layers import (
-    FeatureNormalization,
-    FrameStacking,
-    LogMelSpectrogram,
-    Mfcc,
-)
+from tf_transducer.layers import FeatureNormalization
+from tf_transducer.layers import FrameStacking
+from tf_transducer.layers import LogMelSpectrogram
+from tf_transducer.layers import Mfcc
 
 
 def audio_batch(lengths, pad_to, seed=0, scale=0.1):

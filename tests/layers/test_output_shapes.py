@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import tf_transducer as tt
-from tf_transducer.layers import PredictionNetwork, TransducerEncoder
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
 
 RNG = np.random.default_rng(0)
 AUDIO = RNG.uniform(-0.5, 0.5, (2, 1000)).astype(np.float32)

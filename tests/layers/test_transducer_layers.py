@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.layers import PredictionNetwork, TransducerEncoder, TransducerJoiner
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
+from tf_transducer.layers import TransducerJoiner
 
 
 def test_encoder_chunks_equal_the_offline_encoder():

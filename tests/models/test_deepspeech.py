@@ -13,7 +13,8 @@ import tensorflow as tf
 import tf_transducer as tt
 from tf_transducer.data.corpora import manifest
 from tf_transducer.decoding import ctc_greedy_decode
-from tf_transducer.export import DeepSpeechStream, export_deepspeech
+from tf_transducer.export import DeepSpeechStream
+from tf_transducer.export import export_deepspeech
 from tf_transducer.losses import CtcLoss
 from tf_transducer.models import DeepSpeech
 

@@ -9,13 +9,12 @@ import tensorflow as tf
 
 from tf_transducer.decoding import recognize
 from tf_transducer.lattice import RecognitionLattice
-from tf_transducer.lattice.alignments import FrameDependent, FrameLabelDependent
+from tf_transducer.lattice.alignments import FrameDependent
+from tf_transducer.lattice.alignments import FrameLabelDependent
 from tf_transducer.lattice.contexts import FullNGram
-from tf_transducer.lattice.weight_fns import (
-    JointWeightFn,
-    LocallyNormalizedWeightFn,
-    SharedRNNCacher,
-)
+from tf_transducer.lattice.weight_fns import JointWeightFn
+from tf_transducer.lattice.weight_fns import LocallyNormalizedWeightFn
+from tf_transducer.lattice.weight_fns import SharedRNNCacher
 from tf_transducer.losses import RecognitionLatticeLoss
 from tf_transducer.models import LatticeModel
 

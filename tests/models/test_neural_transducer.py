@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.decoding import edit_distance, recognize
+from tf_transducer.decoding import edit_distance
+from tf_transducer.decoding import recognize
 from tf_transducer.layers import NeuralTransducer
 from tf_transducer.losses import NeuralTransducerLoss
 from tf_transducer.models import NeuralTransducerModel
@@ -183,7 +184,8 @@ def test_streaming_steps_equal_whole_sequence_decoding(trained):
 
 
 def test_tflite_step_equals_keras(trained, tmp_path):
-    from tf_transducer.export import NeuralTransducerStream, export_neural_transducer
+    from tf_transducer.export import NeuralTransducerStream
+    from tf_transducer.export import export_neural_transducer
 
     model, _ = trained
     x, _, texts = copy_task(16, 4)
@@ -240,7 +242,8 @@ def test_stream_refuses_bad_export_fields_and_frames(tmp_path):
     import re
     import shutil
 
-    from tf_transducer.export import NeuralTransducerStream, export_neural_transducer
+    from tf_transducer.export import NeuralTransducerStream
+    from tf_transducer.export import export_neural_transducer
 
     keras.utils.set_random_seed(1)
     nt = layer(transducer_hidden_units=8)
@@ -315,10 +318,8 @@ def summed_log_prob(nt, encoder, lengths, labels):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_wide_beam_finds_the_most_probable_labels(seed):
-    from tf_transducer.decoding import (
-        neural_transducer_beam_search,
-        neural_transducer_greedy_decode,
-    )
+    from tf_transducer.decoding import neural_transducer_beam_search
+    from tf_transducer.decoding import neural_transducer_greedy_decode
 
     keras.utils.set_random_seed(seed)
     nt = layer(n_out=3, transducer_max_width=3)  # labels 1, 2

@@ -14,15 +14,16 @@ import soundfile as sf
 import tf_transducer as tt
 from tf_transducer.data.corpora import manifest
 from tf_transducer.data.text import save_text_encoder_json
-from tf_transducer.decoding.transducer import (
-    KerasSteps,
-    greedy_search,
-    modified_beam_search,
-    transducer_beam_search,
-    transducer_greedy_decode,
-)
-from tf_transducer.export import TransducerStream, export_transducer
-from tf_transducer.layers import PredictionNetwork, TransducerEncoder, TransducerJoiner
+from tf_transducer.decoding.transducer import KerasSteps
+from tf_transducer.decoding.transducer import greedy_search
+from tf_transducer.decoding.transducer import modified_beam_search
+from tf_transducer.decoding.transducer import transducer_beam_search
+from tf_transducer.decoding.transducer import transducer_greedy_decode
+from tf_transducer.export import TransducerStream
+from tf_transducer.export import export_transducer
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
+from tf_transducer.layers import TransducerJoiner
 from tf_transducer.losses import RnntLoss
 from tf_transducer.models import Transducer
 from tf_transducer.training import transducer_recipe as recipe

@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.layers import (
-    PredictionNetwork,
-    TransducerEncoder,
-    TransducerJoiner,
-)
-from tf_transducer.layers.streaming import StreamingEncoder, check_streaming_encoder
-from tf_transducer.models import CONFORMER_PRESETS, PRESETS, Transducer, presets
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
+from tf_transducer.layers import TransducerJoiner
+from tf_transducer.layers.streaming import StreamingEncoder
+from tf_transducer.layers.streaming import check_streaming_encoder
+from tf_transducer.models import CONFORMER_PRESETS
+from tf_transducer.models import PRESETS
+from tf_transducer.models import Transducer
+from tf_transducer.models import presets
 from tf_transducer.models.legacy import legacy_parts
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -9,21 +9,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.decoding.transducer import (
-    KerasSteps,
-    greedy_search,
-    modified_beam_search,
-    transducer_beam_search,
-    transducer_greedy_decode,
-)
-from tf_transducer.layers import (
-    ConformerEncoder,
-    PredictionNetwork,
-    TransducerEncoder,
-    TransducerJoiner,
-)
-from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
-from tf_transducer.models import PRESETS, Transducer
+from tf_transducer.decoding.transducer import KerasSteps
+from tf_transducer.decoding.transducer import greedy_search
+from tf_transducer.decoding.transducer import modified_beam_search
+from tf_transducer.decoding.transducer import transducer_beam_search
+from tf_transducer.decoding.transducer import transducer_greedy_decode
+from tf_transducer.layers import ConformerEncoder
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
+from tf_transducer.layers import TransducerJoiner
+from tf_transducer.losses import FusedRnntLoss
+from tf_transducer.losses import PrunedRnntLoss
+from tf_transducer.losses import RnntLoss
+from tf_transducer.models import PRESETS
+from tf_transducer.models import Transducer
 
 V, F = 8, 6
 RNG = np.random.default_rng(36)

@@ -16,11 +16,9 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
 
-from tf_transducer.layers import (  # noqa: E402
-    PredictionNetwork,
-    TransducerEncoder,
-    TransducerJoiner,
-)
+from tf_transducer.layers import PredictionNetwork  # noqa: E402
+from tf_transducer.layers import TransducerEncoder  # noqa: E402
+from tf_transducer.layers import TransducerJoiner  # noqa: E402
 from tf_transducer.losses import RnntLoss  # noqa: E402
 from tf_transducer.models import Transducer  # noqa: E402
 

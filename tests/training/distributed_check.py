@@ -38,14 +38,16 @@ if MODE == "mirrored":
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2
     )
 
-from tf_transducer.layers import (  # noqa: E402
-    PredictionNetwork,
-    TransducerEncoder,
-    TransducerJoiner,
-)
-from tf_transducer.losses import CtcLoss, RnntLoss  # noqa: E402
-from tf_transducer.models import DeepSpeech, Transducer  # noqa: E402
-from tf_transducer.training import distributed, loss_sums, train_loop  # noqa: E402
+from tf_transducer.layers import PredictionNetwork  # noqa: E402
+from tf_transducer.layers import TransducerEncoder  # noqa: E402
+from tf_transducer.layers import TransducerJoiner  # noqa: E402
+from tf_transducer.losses import CtcLoss  # noqa: E402
+from tf_transducer.losses import RnntLoss  # noqa: E402
+from tf_transducer.models import DeepSpeech  # noqa: E402
+from tf_transducer.models import Transducer  # noqa: E402
+from tf_transducer.training import distributed  # noqa: E402
+from tf_transducer.training import loss_sums  # noqa: E402
+from tf_transducer.training import train_loop  # noqa: E402
 
 GLOBAL_BATCH, POOL = 4, 16
 rng = np.random.default_rng(0)

@@ -7,21 +7,17 @@ import os
 
 import pytest
 
-from tf_transducer.training.config import (
-    AugmentConfig,
-    DataConfig,
-    FeaturesConfig,
-    ModelConfig,
-    OptimizerConfig,
-    RunConfig,
-    TrainingConfig,
-)
+from tf_transducer.training.config import AugmentConfig
+from tf_transducer.training.config import DataConfig
+from tf_transducer.training.config import FeaturesConfig
+from tf_transducer.training.config import ModelConfig
+from tf_transducer.training.config import OptimizerConfig
+from tf_transducer.training.config import RunConfig
+from tf_transducer.training.config import TrainingConfig
 from tf_transducer.training.config_base import flag_fields
-from tf_transducer.training.deepspeech_config import (
-    DeepSpeechModelConfig,
-    DeepSpeechRunConfig,
-    DeepSpeechTrainingConfig,
-)
+from tf_transducer.training.deepspeech_config import DeepSpeechModelConfig
+from tf_transducer.training.deepspeech_config import DeepSpeechRunConfig
+from tf_transducer.training.deepspeech_config import DeepSpeechTrainingConfig
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

@@ -15,7 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from tf_transducer.training import PREEMPTED_EXIT_CODE, distributed
+from tf_transducer.training import PREEMPTED_EXIT_CODE
+from tf_transducer.training import distributed
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "distributed_check.py")
 TIMEOUT = 240

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.layers import PredictionNetwork, TransducerEncoder, TransducerJoiner
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
+from tf_transducer.layers import TransducerJoiner
 from tf_transducer.losses import RnntLoss
 from tf_transducer.models import Transducer
-from tf_transducer.training import (
-    loss_sums,
-    model_description,
-    strategy_from_environment,
-    train_loop,
-)
+from tf_transducer.training import loss_sums
+from tf_transducer.training import model_description
+from tf_transducer.training import strategy_from_environment
+from tf_transducer.training import train_loop
 
 rng = np.random.default_rng(1)
 X = rng.normal(size=(8, 12, 6)).astype(np.float32)

@@ -4,17 +4,16 @@
 import pytest
 
 from tf_transducer.data.corpora import manifest
-from tf_transducer.layers import ConformerEncoder, TransducerEncoder
+from tf_transducer.layers import ConformerEncoder
+from tf_transducer.layers import TransducerEncoder
 from tf_transducer.models import PRESETS
 from tf_transducer.training import transducer_recipe as recipe
-from tf_transducer.training.config import (
-    DataConfig,
-    FeaturesConfig,
-    ModelConfig,
-    OptimizerConfig,
-    RunConfig,
-    TrainingConfig,
-)
+from tf_transducer.training.config import DataConfig
+from tf_transducer.training.config import FeaturesConfig
+from tf_transducer.training.config import ModelConfig
+from tf_transducer.training.config import OptimizerConfig
+from tf_transducer.training.config import RunConfig
+from tf_transducer.training.config import TrainingConfig
 
 
 def test_the_default_model_is_lstm_1m_and_presets_take_overrides():

@@ -9,14 +9,12 @@ import pytest
 from tf_transducer.data import WaveAugment
 from tf_transducer.data.corpora import manifest
 from tf_transducer.training import transducer_recipe as recipe
-from tf_transducer.training.config import (
-    AugmentConfig,
-    DataConfig,
-    FeaturesConfig,
-    ModelConfig,
-    RunConfig,
-    TrainingConfig,
-)
+from tf_transducer.training.config import AugmentConfig
+from tf_transducer.training.config import DataConfig
+from tf_transducer.training.config import FeaturesConfig
+from tf_transducer.training.config import ModelConfig
+from tf_transducer.training.config import RunConfig
+from tf_transducer.training.config import TrainingConfig
 
 WAVE = dict(noise_prob=1.0, reverb_prob=0.5, pitch_prob=0.5, babble=True)
 

@@ -11,7 +11,9 @@ absl's and TensorFlow's.
 import sys
 import textwrap
 
-from absl import app, flags, logging
+from absl import app
+from absl import flags
+from absl import logging
 
 # module name -> [(group, flag name)], in definition order.
 _OWN_FLAGS = {}

@@ -29,7 +29,8 @@ def word_scorer(path, text_encoder, flag="lm_binary_path"):
     """A WordScorer over the KenLM / ARPA model at path, or None without one."""
     if not path:
         return None
-    from tf_transducer.decoding import WordScorer, load_language_model
+    from tf_transducer.decoding import WordScorer
+    from tf_transducer.decoding import load_language_model
 
     if not os.path.isfile(path):
         raise CliError(f"--{flag}: {path!r} does not exist")
@@ -43,7 +44,8 @@ def read_audio_flag(path, sample_rate, flag):
     libsndfile reads, any rate (resampled), and an empty, truncated or
     unreadable file is an error naming the flag and the file.
     """
-    from tf_transducer.data import BadAudioError, load_audio
+    from tf_transducer.data import BadAudioError
+    from tf_transducer.data import load_audio
 
     if not path:
         raise CliError(f"--{flag} is needed")

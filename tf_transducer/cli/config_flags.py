@@ -23,7 +23,8 @@ from absl import flags
 from tf_transducer.cli import define as define_flag
 from tf_transducer.cli import flag_group
 from tf_transducer.cli._common import CliError
-from tf_transducer.training.config_base import flag_fields, flag_name
+from tf_transducer.training.config_base import flag_fields
+from tf_transducer.training.config_base import flag_name
 
 FLAGS = flags.FLAGS
 

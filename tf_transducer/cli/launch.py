@@ -29,9 +29,11 @@ import sys
 import tempfile
 import time
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
-from tf_transducer.cli import define, flag_group
+from tf_transducer.cli import define
+from tf_transducer.cli import flag_group
 from tf_transducer.cli import run as run_app
 
 PREEMPTED_EXIT_CODE = 42  # tf_transducer.training.PREEMPTED_EXIT_CODE

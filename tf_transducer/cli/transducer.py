@@ -22,17 +22,19 @@ on one.
 
 import os
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
-from tf_transducer.cli import define, define_distribution, flag_group
+from tf_transducer.cli import define
+from tf_transducer.cli import define_distribution
+from tf_transducer.cli import flag_group
 from tf_transducer.cli import run as run_app
-from tf_transducer.cli._common import (
-    CliError,
-    manifest_paths,
-    read_audio_flag,
-    word_scorer,
-)
-from tf_transducer.cli.config_flags import config_from_flags, define_config_flags
+from tf_transducer.cli._common import CliError
+from tf_transducer.cli._common import manifest_paths
+from tf_transducer.cli._common import read_audio_flag
+from tf_transducer.cli._common import word_scorer
+from tf_transducer.cli.config_flags import config_from_flags
+from tf_transducer.cli.config_flags import define_config_flags
 from tf_transducer.models.presets import PRESETS
 from tf_transducer.training import transducer_recipe as recipe
 from tf_transducer.training.config import RunConfig
@@ -252,7 +254,8 @@ def run_config():
 
 def write_corpus_manifest(corpus, output):
     """`manifest`: writes the utterances of --corpus to --output (JSON lines)."""
-    from tf_transducer.data import corpus_utterances, write_manifest
+    from tf_transducer.data import corpus_utterances
+    from tf_transducer.data import write_manifest
 
     if not corpus:
         raise CliError("--corpus is needed to write a manifest")

@@ -21,30 +21,30 @@ length and pads again.
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
 from tf_transducer._checks import TensorLike
-from tf_transducer.data.wave_transforms import (  # noqa: F401 (importable from here)
-    PITCH_STEPS,
-    add_noise,
-    audio_tensor,
-    babble_noise,
-    coloured_noise,
-    dc_offset,
-    gain,
-    make_babble_bank,
-    pitch_shift,
-    reverberate,
-    speed_perturb,
-    synthetic_rir,
-    telephone,
-    time_stretch,
-)
+from tf_transducer.data.wave_transforms import PITCH_STEPS  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import add_noise  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import audio_tensor  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import babble_noise  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import coloured_noise  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import dc_offset  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import gain  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import make_babble_bank  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import pitch_shift  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import reverberate  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import speed_perturb  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import synthetic_rir  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import telephone  # noqa: F401 (importable from here)
+from tf_transducer.data.wave_transforms import time_stretch  # noqa: F401 (importable from here)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,8 +24,11 @@ import math
 import os
 from collections.abc import Iterable
 
-from tf_transducer.data.audio import BadAudioError, probe
-from tf_transducer.data.manifest import Utterance, _Lines, read_manifest
+from tf_transducer.data.audio import BadAudioError
+from tf_transducer.data.audio import probe
+from tf_transducer.data.manifest import Utterance
+from tf_transducer.data.manifest import _Lines
+from tf_transducer.data.manifest import read_manifest
 
 TRANSCRIPT_SUFFIX = ".trans.txt"
 # Extensions tried, in order, for a WAV-folder file name given without one.

@@ -4,23 +4,26 @@
 import bisect
 import math
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tf_transducer.data.audio import (
-    BadAudioError,
-    decode_wav,
-    decoded_samples,
-    probe,
-    read_audio,
-    segment_of,
-)
-from tf_transducer.data.manifest import Utterance, read_manifest
-from tf_transducer.data.text import PAD_ID, TextEncoder
+from tf_transducer.data.audio import BadAudioError
+from tf_transducer.data.audio import decode_wav
+from tf_transducer.data.audio import decoded_samples
+from tf_transducer.data.audio import probe
+from tf_transducer.data.audio import read_audio
+from tf_transducer.data.audio import segment_of
+from tf_transducer.data.manifest import Utterance
+from tf_transducer.data.manifest import read_manifest
+from tf_transducer.data.text import PAD_ID
+from tf_transducer.data.text import TextEncoder
 
 # (audio [n], seed [2] int64) -> augmented audio [m], e.g. a WaveAugment.
 Augment: TypeAlias = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]

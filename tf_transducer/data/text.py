@@ -11,8 +11,11 @@ import base64
 import collections
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeAlias
 
 from tf_transducer._optional import require
 

@@ -1,31 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 """Decoding: CTC, transducer and Neural Transducer search, n-gram LMs, error rates."""
 
-from tf_transducer.decoding.ctc import ctc_beam_search, ctc_greedy_decode
-from tf_transducer.decoding.lm import (
-    ArpaModel,
-    KenLMModel,
-    WordScorer,
-    load_language_model,
-)
-from tf_transducer.decoding.metrics import (
-    char_error_rate,
-    edit_distance,
-    word_error_rate,
-)
-from tf_transducer.decoding.neural_transducer import (
-    neural_transducer_beam_search,
-    neural_transducer_greedy_decode,
-)
+from tf_transducer.decoding.ctc import ctc_beam_search
+from tf_transducer.decoding.ctc import ctc_greedy_decode
+from tf_transducer.decoding.lm import ArpaModel
+from tf_transducer.decoding.lm import KenLMModel
+from tf_transducer.decoding.lm import WordScorer
+from tf_transducer.decoding.lm import load_language_model
+from tf_transducer.decoding.metrics import char_error_rate
+from tf_transducer.decoding.metrics import edit_distance
+from tf_transducer.decoding.metrics import word_error_rate
+from tf_transducer.decoding.neural_transducer import neural_transducer_beam_search
+from tf_transducer.decoding.neural_transducer import neural_transducer_greedy_decode
 from tf_transducer.decoding.recognize import recognize
-from tf_transducer.decoding.transducer import (
-    KerasSteps,
-    beam_search,
-    greedy_search,
-    modified_beam_search,
-    transducer_beam_search,
-    transducer_greedy_decode,
-)
+from tf_transducer.decoding.transducer import KerasSteps
+from tf_transducer.decoding.transducer import beam_search
+from tf_transducer.decoding.transducer import greedy_search
+from tf_transducer.decoding.transducer import modified_beam_search
+from tf_transducer.decoding.transducer import transducer_beam_search
+from tf_transducer.decoding.transducer import transducer_greedy_decode
 
 __all__ = [
     "ArpaModel",

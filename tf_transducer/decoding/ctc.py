@@ -12,8 +12,10 @@ import math
 import numpy as np
 
 from tf_transducer._checks import TensorLike
-from tf_transducer.decoding._numeric import log_add, log_softmax
-from tf_transducer.decoding.lm import LmContext, WordScorer
+from tf_transducer.decoding._numeric import log_add
+from tf_transducer.decoding._numeric import log_softmax
+from tf_transducer.decoding.lm import LmContext
+from tf_transducer.decoding.lm import WordScorer
 
 
 def _lengths(logits: TensorLike, lengths: TensorLike | None) -> list[int]:

@@ -15,10 +15,13 @@ Two back ends with one interface (`begin_state()`, `score(state, word) ->
 import dataclasses
 import math
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
+from typing import Protocol
 
-from tf_transducer._optional import available, require
+from tf_transducer._optional import available
+from tf_transducer._optional import require
 
 LN10 = math.log(10.0)
 

@@ -10,7 +10,8 @@ With a beam wide enough to keep everything this is the most probable label
 sequence, its probability summed over alignments.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import tensorflow as tf

@@ -8,12 +8,10 @@ import numpy as np
 from tf_transducer.decoding.ctc import ctc_greedy_decode
 from tf_transducer.decoding.neural_transducer import neural_transducer_greedy_decode
 from tf_transducer.decoding.transducer import transducer_greedy_decode
-from tf_transducer.models import (
-    DeepSpeech,
-    LatticeModel,
-    NeuralTransducerModel,
-    Transducer,
-)
+from tf_transducer.models import DeepSpeech
+from tf_transducer.models import LatticeModel
+from tf_transducer.models import NeuralTransducerModel
+from tf_transducer.models import Transducer
 
 
 def recognize(model: Any, inputs: Any) -> list[list[int]]:

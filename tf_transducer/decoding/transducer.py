@@ -12,13 +12,17 @@ States are lists of numpy arrays with the batch first. Scores are natural
 log-probabilities of the model (each alignment: the product of its steps).
 """
 
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING
+from typing import Protocol
+from typing import TypeAlias
 
 import numpy as np
 
 from tf_transducer._checks import TensorLike
-from tf_transducer.decoding._numeric import log_add, log_softmax
-from tf_transducer.decoding.lm import LmContext, WordScorer
+from tf_transducer.decoding._numeric import log_add
+from tf_transducer.decoding._numeric import log_softmax
+from tf_transducer.decoding.lm import LmContext
+from tf_transducer.decoding.lm import WordScorer
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """TFLite export and on-device (LiteRT) streaming runners."""
 
-from tf_transducer.export.deepspeech import DeepSpeechStream, export_deepspeech
-from tf_transducer.export.neural_transducer import (
-    NeuralTransducerStream,
-    export_neural_transducer,
-)
+from tf_transducer.export.deepspeech import DeepSpeechStream
+from tf_transducer.export.deepspeech import export_deepspeech
+from tf_transducer.export.neural_transducer import NeuralTransducerStream
+from tf_transducer.export.neural_transducer import export_neural_transducer
 from tf_transducer.export.transducer import export_transducer
 from tf_transducer.export.transducer_stream import TransducerStream
 

@@ -4,8 +4,10 @@
 import inspect
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import tensorflow as tf

@@ -2,15 +2,20 @@
 """Running exported programs: the LiteRT interpreter and the runners' inputs."""
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from tf_transducer._optional import require
-from tf_transducer.export._convert import QUANTIZATIONS, check_quantization
-from tf_transducer.export._folders import META, read_meta
+from tf_transducer.export._convert import QUANTIZATIONS
+from tf_transducer.export._convert import check_quantization
+from tf_transducer.export._folders import META
+from tf_transducer.export._folders import read_meta
 from tf_transducer.export._quiet import quiet_tensorflow
 
 

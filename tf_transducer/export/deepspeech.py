@@ -29,9 +29,11 @@ import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
-from tf_transducer.export._convert import check_calibration, record_inputs
+from tf_transducer.export._convert import check_calibration
+from tf_transducer.export._convert import record_inputs
 from tf_transducer.export._folders import write_export
-from tf_transducer.export._runner import check_audio, open_export
+from tf_transducer.export._runner import check_audio
+from tf_transducer.export._runner import open_export
 
 if TYPE_CHECKING:
     from tf_transducer.data.text import CharacterAlphabet
@@ -251,7 +253,8 @@ class DeepSpeechStream:
 
         sample_rate, when given, must be the export's (an error otherwise).
         """
-        from tf_transducer.decoding import ctc_beam_search, ctc_greedy_decode
+        from tf_transducer.decoding import ctc_beam_search
+        from tf_transducer.decoding import ctc_greedy_decode
 
         audio = check_audio(audio, sample_rate, self.sample_rate, allow_empty=False)
         self.reset()

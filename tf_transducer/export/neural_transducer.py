@@ -20,8 +20,10 @@ import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
-from tf_transducer.export._convert import check_calibration, record_inputs
-from tf_transducer.export._folders import META, write_export
+from tf_transducer.export._convert import check_calibration
+from tf_transducer.export._convert import record_inputs
+from tf_transducer.export._folders import META
+from tf_transducer.export._folders import write_export
 from tf_transducer.export._runner import open_export
 
 if TYPE_CHECKING:

@@ -32,9 +32,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.export._convert import check_calibration, record_inputs
+from tf_transducer.export._convert import check_calibration
+from tf_transducer.export._convert import record_inputs
 from tf_transducer.export._folders import write_export
-from tf_transducer.export.transducer_stream import MODEL, QUANTIZED, TransducerStream
+from tf_transducer.export.transducer_stream import MODEL
+from tf_transducer.export.transducer_stream import QUANTIZED
+from tf_transducer.export.transducer_stream import TransducerStream
 from tf_transducer.layers.streaming import check_chunk_frames
 
 if TYPE_CHECKING:

@@ -15,8 +15,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tf_transducer.decoding.transducer import GreedyState, State, greedy_continue
-from tf_transducer.export._runner import Program, check_audio, open_export
+from tf_transducer.decoding.transducer import GreedyState
+from tf_transducer.decoding.transducer import State
+from tf_transducer.decoding.transducer import greedy_continue
+from tf_transducer.export._runner import Program
+from tf_transducer.export._runner import check_audio
+from tf_transducer.export._runner import open_export
 
 MODEL = "tf_transducer.Transducer"
 

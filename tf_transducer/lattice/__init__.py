@@ -7,7 +7,10 @@ loss, with `forward`, `backward`, `string_forward`, `shortest_path` and
 `build_cache` public.
 """
 
-from tf_transducer.lattice import alignments, contexts, semirings, weight_fns
+from tf_transducer.lattice import alignments
+from tf_transducer.lattice import contexts
+from tf_transducer.lattice import semirings
+from tf_transducer.lattice import weight_fns
 from tf_transducer.lattice.lattices import RecognitionLattice
 
 __all__ = ["RecognitionLattice", "alignments", "contexts", "semirings", "weight_fns"]

@@ -16,7 +16,8 @@ without a lexical arc ignores its entry.
 """
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import keras

@@ -33,24 +33,29 @@ the weight function sees them, so even a NaN there changes neither the
 loss nor any gradient.
 """
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeAlias
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, after, refuse
-from tf_transducer.lattice import partition, semirings
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import refuse
+from tf_transducer.lattice import partition
+from tf_transducer.lattice import semirings
 from tf_transducer.lattice.alignments import TimeSyncAlignmentLattice
 from tf_transducer.lattice.contexts import ContextDependency
-from tf_transducer.lattice.scans import map_leaves, scan, time_major
+from tf_transducer.lattice.scans import map_leaves
+from tf_transducer.lattice.scans import scan
+from tf_transducer.lattice.scans import time_major
 from tf_transducer.lattice.semirings import Semiring
-from tf_transducer.lattice.weight_fns import (
-    LocallyNormalizedWeightFn,
-    WeightFn,
-    WeightFnCacher,
-)
+from tf_transducer.lattice.weight_fns import LocallyNormalizedWeightFn
+from tf_transducer.lattice.weight_fns import WeightFn
+from tf_transducer.lattice.weight_fns import WeightFnCacher
 
 Lift: TypeAlias = Callable[[tf.Tensor], Any]
 

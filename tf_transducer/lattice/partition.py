@@ -15,7 +15,9 @@ from typing import Any
 import tensorflow as tf
 
 from tf_transducer.lattice import semirings
-from tf_transducer.lattice.scans import reverse_fold, scan, time_major
+from tf_transducer.lattice.scans import reverse_fold
+from tf_transducer.lattice.scans import scan
+from tf_transducer.lattice.scans import time_major
 
 
 def log_partition_by_frame(

@@ -16,13 +16,17 @@ weights (Log / MaxTropical semirings).
 """
 
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any
+from typing import TypeAlias
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, after, refuse, with_attributes
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import refuse
+from tf_transducer._checks import with_attributes
 
 _PACKAGE = "tf_transducer"
 Normalizer: TypeAlias = Callable[[TensorLike, TensorLike], tuple[tf.Tensor, tf.Tensor]]

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Keras layers: audio features, SpecAugment, and the transducers' parts."""
 
-from tf_transducer.layers.conformer_block import ConformerBlock, chunk_attention_mask
+from tf_transducer.layers.conformer_block import ConformerBlock
+from tf_transducer.layers.conformer_block import chunk_attention_mask
 from tf_transducer.layers.conformer_encoder import ConformerEncoder
 from tf_transducer.layers.conv_subsampling import ConvSubsampling
 from tf_transducer.layers.feature_normalization import FeatureNormalization

@@ -5,7 +5,8 @@ The argument checks themselves are `tf_transducer._checks`'s.
 """
 
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any
+from typing import TypeAlias
 
 import keras
 import tensorflow as tf

@@ -8,23 +8,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    after,
-    check_positive,
-    finite_within,
-    float_values,
-    in_xla_context,
-    refuse,
-    resolve_lengths,
-    with_attributes,
-)
+from tf_transducer._checks import after
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import finite_within
+from tf_transducer._checks import float_values
+from tf_transducer._checks import in_xla_context
+from tf_transducer._checks import refuse
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import (
-    ListLengths,
-    OutputShape,
-    Shape,
-    TracedOutputSpec,
-)
+from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
 
 _PCM_HINT = (
     "; the layers read float samples in [-1, 1]: scale int16 PCM by 1 / 32768 "
@@ -160,11 +156,6 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return with_attributes(
-            super().get_config(),
-            self,
-            "dynamic_range_db",
-            "sample_rate",
-            "frame_length_ms",
-            "frame_step_ms",
-            "fft_length",
-        )
+            super().get_config(), self, "dynamic_range_db", "sample_rate",
+            "frame_length_ms", "frame_step_ms", "fft_length",
+        )  # fmt: skip

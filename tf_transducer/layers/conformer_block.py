@@ -8,18 +8,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    check_positive,
-    float_values,
-    resolve_lengths,
-    with_attributes,
-)
-from tf_transducer.layers._checks import (
-    ListLengths,
-    OutputShape,
-    Shape,
-    TracedOutputSpec,
-)
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import float_values
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
+from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
 from tf_transducer.layers.conv_subsampling import check_width
 
 
@@ -361,12 +357,6 @@ class ConformerBlock(TracedOutputSpec, ListLengths, keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return with_attributes(
-            super().get_config(),
-            self,
-            "d_model",
-            "num_heads",
-            "ff_mult",
-            "conv_kernel",
-            "dropout",
-            "max_relative_position",
-        )
+            super().get_config(), self, "d_model", "num_heads", "ff_mult",
+            "conv_kernel", "dropout", "max_relative_position",
+        )  # fmt: skip

@@ -7,25 +7,20 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    check_non_negative_int,
-    check_positive,
-    resolve_lengths,
-    with_attributes,
-)
-from tf_transducer.layers._checks import (
-    ListLengths,
-    OutputShape,
-    Shape,
-    TracedOutputSpec,
-    ceil_div,
-)
-from tf_transducer.layers.conformer_block import (
-    ConformerBlock,
-    check_dropout,
-    chunk_attention_mask,
-)
-from tf_transducer.layers.conv_subsampling import FACTORS, ConvSubsampling
+from tf_transducer._checks import check_non_negative_int
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
+from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
+from tf_transducer.layers._checks import ceil_div
+from tf_transducer.layers.conformer_block import ConformerBlock
+from tf_transducer.layers.conformer_block import check_dropout
+from tf_transducer.layers.conformer_block import chunk_attention_mask
+from tf_transducer.layers.conv_subsampling import FACTORS
+from tf_transducer.layers.conv_subsampling import ConvSubsampling
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -259,18 +254,7 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return with_attributes(
-            super().get_config(),
-            self,
-            "d_model",
-            "num_layers",
-            "num_heads",
-            "ff_mult",
-            "conv_kernel",
-            "chunk_size",
-            "left_context",
-            "subsampling",
-            "dropout",
-            "chunk_sizes",
-            "max_relative_position",
-            "seed",
-        )
+            super().get_config(), self, "d_model", "num_layers", "num_heads", "ff_mult",
+            "conv_kernel", "chunk_size", "left_context", "subsampling", "dropout",
+            "chunk_sizes", "max_relative_position", "seed",
+        )  # fmt: skip

@@ -6,21 +6,17 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    after,
-    check_positive,
-    float_values,
-    require,
-    resolve_lengths,
-    with_attributes,
-)
-from tf_transducer.layers._checks import (
-    ListLengths,
-    OutputShape,
-    Shape,
-    TracedOutputSpec,
-    ceil_div,
-)
+from tf_transducer._checks import after
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import float_values
+from tf_transducer._checks import require
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
+from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
+from tf_transducer.layers._checks import ceil_div
 
 FACTORS = (2, 4, 8)
 

@@ -1,28 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
 """FeatureNormalization: per-utterance or global mean / variance normalisation."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    check_positive,
-    finite_within,
-    float_values,
-    resolve_lengths,
-    with_attributes,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import finite_within
+from tf_transducer._checks import float_values
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import (
-    ListLengths,
-    OutputShape,
-    Shape,
-    TracedOutputSpec,
-)
+from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
 
 _MODES = ("utterance", "global")
 

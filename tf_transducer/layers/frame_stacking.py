@@ -6,21 +6,17 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    check_non_negative_int,
-    check_positive,
-    resolve_lengths,
-    with_attributes,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import check_non_negative_int
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import (
-    ListLengths,
-    OutputShape,
-    Shape,
-    TracedOutputSpec,
-    ceil_div,
-)
+from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
+from tf_transducer.layers._checks import ceil_div
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

@@ -7,9 +7,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, check_positive, with_attributes
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import with_attributes
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import OutputShape, Shape
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
 from tf_transducer.layers._feature_base import SpectralLayer
 
 

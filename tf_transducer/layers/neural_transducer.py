@@ -33,20 +33,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    first_bad,
-    require,
-    resolve_lengths,
-    with_attributes,
-)
-from tf_transducer.layers._checks import (
-    OutputShape,
-    Shape,
-    TracedOutputSpec,
-    ceil_div,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import first_bad
+from tf_transducer._checks import require
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
+from tf_transducer.layers._checks import ceil_div
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -338,16 +334,10 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return with_attributes(
-            super().get_config(),
-            self,
-            "n_out",
-            "transducer_hidden_units",
-            "transducer_max_width",
-            "input_block_size",
-            "embedding_size",
-            "e_symbol_index",
-            "use_prev_state_as_start",
-        )
+            super().get_config(), self, "n_out", "transducer_hidden_units",
+            "transducer_max_width", "input_block_size", "embedding_size",
+            "e_symbol_index", "use_prev_state_as_start",
+        )  # fmt: skip
 
 
 def _scan_with_outputs(step, elems, state):

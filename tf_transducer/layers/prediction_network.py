@@ -7,15 +7,15 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    check_positive,
-    first_bad,
-    require,
-    with_attributes,
-)
-from tf_transducer.layers._checks import OutputShape, Shape, TracedOutputSpec
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import first_bad
+from tf_transducer._checks import require
+from tf_transducer._checks import with_attributes
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import TracedOutputSpec
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -136,11 +136,6 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return with_attributes(
-            super().get_config(),
-            self,
-            "vocab_size",
-            "embedding_dim",
-            "units",
-            "kind",
+            super().get_config(), self, "vocab_size", "embedding_dim", "units", "kind",
             "context_size",
-        )
+        )  # fmt: skip

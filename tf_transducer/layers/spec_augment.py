@@ -24,32 +24,30 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    finite_within,
-    float_values,
-    require,
-    resolve_lengths,
-    with_attributes,
-)
-from tf_transducer.layers._checks import ListLengths, Shape
-from tf_transducer.layers.random_draws import Draws, input_seed
-from tf_transducer.layers.spec_augment_blocks import (  # noqa: F401 (the blocks, as before)
-    FREQ_MASK_STREAM,
-    FREQ_NOISE_STREAM,
-    FREQ_WARP_STREAM,
-    TIME_MASK_STREAM,
-    TIME_WARP_STREAM,
-    block_mask,
-    frequency_mask,
-    frequency_noise,
-    frequency_warp,
-    resample_axis,
-    time_mask,
-    time_warp,
-    warp_positions,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import finite_within
+from tf_transducer._checks import float_values
+from tf_transducer._checks import require
+from tf_transducer._checks import resolve_lengths
+from tf_transducer._checks import with_attributes
+from tf_transducer.layers._checks import ListLengths
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers.random_draws import Draws
+from tf_transducer.layers.random_draws import input_seed
+from tf_transducer.layers.spec_augment_blocks import FREQ_MASK_STREAM  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import FREQ_NOISE_STREAM  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import FREQ_WARP_STREAM  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import TIME_MASK_STREAM  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import TIME_WARP_STREAM  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import block_mask  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import frequency_mask  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import frequency_noise  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import frequency_warp  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import resample_axis  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import time_mask  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import time_warp  # noqa: F401 (the blocks, as before)
+from tf_transducer.layers.spec_augment_blocks import warp_positions  # noqa: F401 (the blocks, as before)
 
 # Parameters that may be given per domain (one value per entry of domain_ids).
 PER_DOMAIN = (

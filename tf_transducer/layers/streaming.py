@@ -25,7 +25,9 @@ nothing else, so that an encoder of one's own that implements it trains,
 streams and exports the same way.
 """
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+from typing import Protocol
+from typing import runtime_checkable
 
 import tensorflow as tf
 

@@ -6,7 +6,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, check_positive, with_attributes
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import with_attributes
 from tf_transducer.layers._checks import Shape
 
 

@@ -7,9 +7,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, with_attributes
-from tf_transducer.layers import FrameStacking, Mfcc, SpecAugment
-from tf_transducer.models._inputs import optimizer_step, split_inputs
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import with_attributes
+from tf_transducer.layers import FrameStacking
+from tf_transducer.layers import Mfcc
+from tf_transducer.layers import SpecAugment
+from tf_transducer.models._inputs import optimizer_step
+from tf_transducer.models._inputs import split_inputs
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

@@ -30,12 +30,10 @@ from typing import Any
 
 import keras
 
-from tf_transducer.layers import (
-    ConformerEncoder,
-    PredictionNetwork,
-    TransducerEncoder,
-    TransducerJoiner,
-)
+from tf_transducer.layers import ConformerEncoder
+from tf_transducer.layers import PredictionNetwork
+from tf_transducer.layers import TransducerEncoder
+from tf_transducer.layers import TransducerJoiner
 
 # class name -> class, for the parts' configurations (a layer class of one's
 # own is found through Keras' registry of serialisable objects).

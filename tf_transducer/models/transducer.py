@@ -8,21 +8,27 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import check_positive, float_values, resolve_lengths
-from tf_transducer.layers import (
-    FeatureNormalization,
-    LogMelSpectrogram,
-    SpecAugment,
-)
-from tf_transducer.layers.streaming import check_chunk_frames, check_streaming_encoder
-from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
-from tf_transducer.models._inputs import (
-    optimizer_step,
-    plus_added_losses,
-    split_inputs,
-)
-from tf_transducer.models.legacy import is_legacy, legacy_parts, split_legacy
-from tf_transducer.models.presets import PARTS, build_part, merged, preset_parts
+from tf_transducer._checks import check_positive
+from tf_transducer._checks import float_values
+from tf_transducer._checks import resolve_lengths
+from tf_transducer.layers import FeatureNormalization
+from tf_transducer.layers import LogMelSpectrogram
+from tf_transducer.layers import SpecAugment
+from tf_transducer.layers.streaming import check_chunk_frames
+from tf_transducer.layers.streaming import check_streaming_encoder
+from tf_transducer.losses import FusedRnntLoss
+from tf_transducer.losses import PrunedRnntLoss
+from tf_transducer.losses import RnntLoss
+from tf_transducer.models._inputs import optimizer_step
+from tf_transducer.models._inputs import plus_added_losses
+from tf_transducer.models._inputs import split_inputs
+from tf_transducer.models.legacy import is_legacy
+from tf_transducer.models.legacy import legacy_parts
+from tf_transducer.models.legacy import split_legacy
+from tf_transducer.models.presets import PARTS
+from tf_transducer.models.presets import build_part
+from tf_transducer.models.presets import merged
+from tf_transducer.models.presets import preset_parts
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

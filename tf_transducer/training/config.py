@@ -23,24 +23,22 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from tf_transducer.training.config_base import (
-    RootConfig,
-    Section,
-    batch_size_setting,
-    boolean,
-    epochs_setting,
-    files_setting,
-    mapping,
-    non_negative_float,
-    non_negative_int,
-    one_of,
-    optional,
-    positive_float,
-    positive_int,
-    seed_setting,
-    setting,
-    skip_bad_setting,
-)
+from tf_transducer.training.config_base import RootConfig
+from tf_transducer.training.config_base import Section
+from tf_transducer.training.config_base import batch_size_setting
+from tf_transducer.training.config_base import boolean
+from tf_transducer.training.config_base import epochs_setting
+from tf_transducer.training.config_base import files_setting
+from tf_transducer.training.config_base import mapping
+from tf_transducer.training.config_base import non_negative_float
+from tf_transducer.training.config_base import non_negative_int
+from tf_transducer.training.config_base import one_of
+from tf_transducer.training.config_base import optional
+from tf_transducer.training.config_base import positive_float
+from tf_transducer.training.config_base import positive_int
+from tf_transducer.training.config_base import seed_setting
+from tf_transducer.training.config_base import setting
+from tf_transducer.training.config_base import skip_bad_setting
 
 TEXT_ENCODERS = ("chars", "words", "subwords")
 # The `training.loss` setting: RnntLoss, FusedRnntLoss (the same loss, its
@@ -250,7 +248,9 @@ class ModelConfig(Section):
 
     def _specs(self) -> dict[str, dict[str, Any]]:
         """The three part configurations, the preset's merged with the overrides."""
-        from tf_transducer.models.presets import PARTS, merged, preset_parts
+        from tf_transducer.models.presets import PARTS
+        from tf_transducer.models.presets import merged
+        from tf_transducer.models.presets import preset_parts
 
         base = preset_parts(self.preset) if self.preset else {}
         specs = {}
@@ -272,7 +272,8 @@ class ModelConfig(Section):
         construction checks names and types only, `parts` (called by
         `RunConfig.check` and the recipe, after the strategy) the values.
         """
-        from tf_transducer.models.presets import build_part, part_config
+        from tf_transducer.models.presets import build_part
+        from tf_transducer.models.presets import part_config
 
         parts = {}
         for part, spec in self._specs().items():

@@ -19,8 +19,12 @@ import json
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
+from typing import ClassVar
+from typing import TypeVar
 
 Check = Callable[[str, Any], Any]
 T = TypeVar("T", bound="RootConfig")

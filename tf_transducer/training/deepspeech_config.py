@@ -19,23 +19,22 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tf_transducer.training.config import _spec_augment, check_spec_augment
-from tf_transducer.training.config_base import (
-    RootConfig,
-    Section,
-    a_float,
-    batch_size_setting,
-    boolean,
-    epochs_setting,
-    files_setting,
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    seed_setting,
-    setting,
-    skip_bad_setting,
-)
+from tf_transducer.training.config import _spec_augment
+from tf_transducer.training.config import check_spec_augment
+from tf_transducer.training.config_base import RootConfig
+from tf_transducer.training.config_base import Section
+from tf_transducer.training.config_base import a_float
+from tf_transducer.training.config_base import batch_size_setting
+from tf_transducer.training.config_base import boolean
+from tf_transducer.training.config_base import epochs_setting
+from tf_transducer.training.config_base import files_setting
+from tf_transducer.training.config_base import non_negative_float
+from tf_transducer.training.config_base import non_negative_int
+from tf_transducer.training.config_base import positive_float
+from tf_transducer.training.config_base import positive_int
+from tf_transducer.training.config_base import seed_setting
+from tf_transducer.training.config_base import setting
+from tf_transducer.training.config_base import skip_bad_setting
 
 ENGLISH = " abcdefghijklmnopqrstuvwxyz'"
 SPEC_AUGMENT = ("none", "LB", "LD", "SM", "SS")

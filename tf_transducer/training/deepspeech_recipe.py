@@ -206,7 +206,8 @@ def decode(logits, lengths, beam_width=1, scorer=None, alpha=0.75, beta=1.85):
     Greedy search with beam_width 1 and no scorer, else beam search with the
     scorer's LM.
     """
-    from tf_transducer.decoding import ctc_beam_search, ctc_greedy_decode
+    from tf_transducer.decoding import ctc_beam_search
+    from tf_transducer.decoding import ctc_greedy_decode
 
     if beam_width == 1 and scorer is None:
         return ctc_greedy_decode(logits, lengths)
@@ -220,7 +221,8 @@ def evaluate(model, alphabet, data, batch_size=16, **decoding):
 
     `decoding` holds beam_width, scorer, alpha, beta (see `decode`).
     """
-    from tf_transducer.decoding import char_error_rate, word_error_rate
+    from tf_transducer.decoding import char_error_rate
+    from tf_transducer.decoding import word_error_rate
 
     pairs = []
     for batch in data.dataset(batch_size, shuffle=False):

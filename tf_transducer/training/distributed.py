@@ -13,7 +13,8 @@ decoded).  The training loop itself is `tf_transducer.training.train_loop`.
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import TypeVar
 
 import numpy as np

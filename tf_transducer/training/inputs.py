@@ -43,7 +43,8 @@ def make_text_encoder(kind, transcripts, vocab_size=256, word_delimiter=False):
     transcripts, with a delimiter class between words if word_delimiter
     (characters have theirs, the space).
     """
-    from tf_transducer.data import CharacterAlphabet, SubwordEncoder
+    from tf_transducer.data import CharacterAlphabet
+    from tf_transducer.data import SubwordEncoder
 
     if kind not in TEXT_ENCODERS:
         raise ValueError(f"text_encoder must be one of {TEXT_ENCODERS}, got {kind!r}")

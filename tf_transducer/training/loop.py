@@ -37,20 +37,22 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Container, Iterable, Mapping
-from typing import Any, TypeAlias
+from collections.abc import Callable
+from collections.abc import Container
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
+from typing import TypeAlias
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tf_transducer.training.distributed import (
-    all_reduce_sums,
-    is_chief,
-    strategy_from_environment,
-    worker_position,
-)
+from tf_transducer.training.distributed import all_reduce_sums
+from tf_transducer.training.distributed import is_chief
+from tf_transducer.training.distributed import strategy_from_environment
+from tf_transducer.training.distributed import worker_position
 from tf_transducer.training.run_dir import config_differences
 
 PREEMPTED_EXIT_CODE = 42  # the exit code of a worker that saved on SIGTERM

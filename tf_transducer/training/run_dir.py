@@ -17,7 +17,9 @@ Writes are atomic (a temporary file renamed into place).
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 import keras

@@ -19,16 +19,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_transducer.training.distributed import (
-    all_reduce_sums,
-    is_chief,
-    shard_items,
-    strategy_from_environment,
-    worker_position,
-)
+from tf_transducer.training.distributed import all_reduce_sums
+from tf_transducer.training.distributed import is_chief
+from tf_transducer.training.distributed import shard_items
+from tf_transducer.training.distributed import strategy_from_environment
+from tf_transducer.training.distributed import worker_position
 from tf_transducer.training.inputs import manifest_list
-from tf_transducer.training.loop import check_verbose, loss_sums, train_loop
-from tf_transducer.training.run_dir import BACKUP_DIR, RunDirectory, RunStateCallback
+from tf_transducer.training.loop import check_verbose
+from tf_transducer.training.loop import loss_sums
+from tf_transducer.training.loop import train_loop
+from tf_transducer.training.run_dir import BACKUP_DIR
+from tf_transducer.training.run_dir import RunDirectory
+from tf_transducer.training.run_dir import RunStateCallback
 
 HISTORY_FILE = "history.csv"
 SUMMARIES = "summaries"

@@ -18,10 +18,8 @@ def decode_batch(
     (`beam_method`: "modified", one symbol per frame at most, or "standard")
     with the scorer's LM.
     """
-    from tf_transducer.decoding.transducer import (
-        transducer_beam_search,
-        transducer_greedy_decode,
-    )
+    from tf_transducer.decoding.transducer import transducer_beam_search
+    from tf_transducer.decoding.transducer import transducer_greedy_decode
 
     inputs = (batch["features"], batch["feature_length"])
     if beam_width == 1 and scorer is None:
@@ -71,7 +69,8 @@ def evaluate(
     "standard": as ESPnet, several per frame), with the scorer's LM weighted
     by alpha and beta per word.
     """
-    from tf_transducer.decoding import char_error_rate, word_error_rate
+    from tf_transducer.decoding import char_error_rate
+    from tf_transducer.decoding import word_error_rate
 
     pairs = transcribe_data(
         model, encoder, data, batch_size, beam_width=beam_width, scorer=scorer,
@@ -97,7 +96,8 @@ def evaluate_export(export_dir, paths, transcripts, num_threads=1):
     import time
 
     from tf_transducer.data import load_audio
-    from tf_transducer.decoding import char_error_rate, word_error_rate
+    from tf_transducer.decoding import char_error_rate
+    from tf_transducer.decoding import word_error_rate
     from tf_transducer.export import TransducerStream
 
     stream = TransducerStream(export_dir, num_threads=num_threads)

@@ -33,35 +33,27 @@ import keras
 
 from tf_transducer.data.text import save_text_encoder_json
 from tf_transducer.training import speech
-from tf_transducer.training.config import (  # noqa: F401 (the recipe's names, as before)
-    AUGMENT_DEFAULT,
-    LOSSES,
-    TEXT_ENCODERS,
-    WARMUP_EPOCHS,
-    WAVE_AUGMENT_DEFAULT,
-    RunConfig,
-    spec_augment_policy,
-    wave_augment_config,
-)
-from tf_transducer.training.distributed import (
-    all_reduce_sums,
-    is_chief,
-)
-from tf_transducer.training.inputs import (  # noqa: F401 (as before)
-    make_text_encoder,
-    manifest_list,
-    read_utterances,
-    speech_data,
-)
+from tf_transducer.training.config import AUGMENT_DEFAULT  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.config import LOSSES  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.config import TEXT_ENCODERS  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.config import WARMUP_EPOCHS  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.config import WAVE_AUGMENT_DEFAULT  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.config import RunConfig  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.config import spec_augment_policy  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.config import wave_augment_config  # noqa: F401 (the recipe's names, as before)
+from tf_transducer.training.distributed import all_reduce_sums
+from tf_transducer.training.distributed import is_chief
+from tf_transducer.training.inputs import make_text_encoder  # noqa: F401 (as before)
+from tf_transducer.training.inputs import manifest_list  # noqa: F401 (as before)
+from tf_transducer.training.inputs import read_utterances  # noqa: F401 (as before)
+from tf_transducer.training.inputs import speech_data  # noqa: F401 (as before)
 from tf_transducer.training.loop import check_verbose
 from tf_transducer.training.run_dir import RUN_FILE
-from tf_transducer.training.transducer_eval import (  # noqa: F401 (as before)
-    decode_batch,
-    error_counts,
-    evaluate,
-    evaluate_export,
-    transcribe_data,
-)
+from tf_transducer.training.transducer_eval import decode_batch  # noqa: F401 (as before)
+from tf_transducer.training.transducer_eval import error_counts  # noqa: F401 (as before)
+from tf_transducer.training.transducer_eval import evaluate  # noqa: F401 (as before)
+from tf_transducer.training.transducer_eval import evaluate_export  # noqa: F401 (as before)
+from tf_transducer.training.transducer_eval import transcribe_data  # noqa: F401 (as before)
 
 MODEL_FILE, ENCODER_FILE = "best.keras", "text_encoder.json"
 BABBLE_UTTERANCES = 64
@@ -105,7 +97,9 @@ def build_model(
 
 def _compile(model: Any, config: RunConfig, steps: int) -> None:
     """Adam on a cosine decay (after a linear rise) and the run's loss."""
-    from tf_transducer.losses import FusedRnntLoss, PrunedRnntLoss, RnntLoss
+    from tf_transducer.losses import FusedRnntLoss
+    from tf_transducer.losses import PrunedRnntLoss
+    from tf_transducer.losses import RnntLoss
 
     opt, training = config.optimizer, config.training
     rise = opt.lr_warmup_epochs * steps
@@ -242,7 +236,8 @@ def make_wave_augment(config, manifests, sample_rate, seed):
     Its babble is made of BABBLE_UTTERANCES training utterances.
     """
     from tf_transducer.data import calibration_audio
-    from tf_transducer.data.augment import WaveAugment, make_babble_bank
+    from tf_transducer.data.augment import WaveAugment
+    from tf_transducer.data.augment import make_babble_bank
 
     if config is None:
         return None

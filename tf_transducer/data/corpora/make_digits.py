@@ -27,10 +27,12 @@ import tempfile
 
 import numpy as np
 import soundfile as sf
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from tf_transducer.data.corpora._writing import flac_bytes as int16_flac
-from tf_transducer.data.corpora._writing import trim, write_corpus
+from tf_transducer.data.corpora._writing import trim
+from tf_transducer.data.corpora._writing import write_corpus
 from tf_transducer.data.resample import resample
 
 HERE = os.path.dirname(os.path.abspath(__file__))

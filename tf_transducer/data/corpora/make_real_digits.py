@@ -21,9 +21,12 @@ import os
 
 import numpy as np
 import soundfile as sf
-from absl import app, flags
+from absl import app
+from absl import flags
 
-from tf_transducer.data.corpora._writing import flac_bytes, trim, write_corpus
+from tf_transducer.data.corpora._writing import flac_bytes
+from tf_transducer.data.corpora._writing import trim
+from tf_transducer.data.corpora._writing import write_corpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = flags.DEFINE_string("out", os.path.join(HERE, "digits_real"), "Output folder.")
