@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.decoding.test_ctc_decoding import ctc_log_prob, log_softmax
-from tf_transducer.losses import CtcLoss, ctc_feasible
+from tests.decoding.test_ctc_decoding import ctc_log_prob
+from tests.decoding.test_ctc_decoding import log_softmax
+from tf_transducer.losses import CtcLoss
+from tf_transducer.losses import ctc_feasible
 
 
 def test_matches_the_forward_algorithm_on_each_utterance():

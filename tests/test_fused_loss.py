@@ -13,7 +13,8 @@ import tensorflow as tf
 
 import tf_transducer as tt
 from tf_transducer.layers import TransducerJoiner
-from tf_transducer.losses import FusedRnntLoss, RnntLoss
+from tf_transducer.losses import FusedRnntLoss
+from tf_transducer.losses import RnntLoss
 
 C, J = 7, 5  # classes (blank 0), joint width
 FRAMES = [6, 4, 5]

@@ -100,9 +100,22 @@ def refuse(bad: tf.Tensor, values: tf.Tensor, message: str) -> Any:
     Returns:
       The assertion op in a graph (for `after`), else None.
     """
-    value, index = first_bad(bad, values)
-    return require(
-        ~tf.reduce_any(bad), f"{message}; got {{}} at index {{}}", value, index
+    if tf.executing_eagerly():
+        where = tf.where(bad)
+        if where.shape[0]:
+            index = where[0].numpy().tolist()
+            value = values.numpy()[tuple(index)]
+            raise tf.errors.InvalidArgumentError(
+                None, None, f"{message}; got {value} at index {index}"
+            )
+        return None
+    if in_xla_context():
+        return None
+    index = tf.where(bad)[:1]
+    return tf.debugging.Assert(
+        ~tf.reduce_any(bad),
+        [f"{message}; got", tf.gather_nd(values, index), "at index", index],
+        summarize=16,
     )
 
 

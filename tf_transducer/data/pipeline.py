@@ -293,16 +293,11 @@ class SpeechDataset:
         )
 
     def dataset(
-        self,
-        batch_size: int,
-        shuffle: bool = True,
-        seed: int | None = None,
-        bucket_boundaries: BucketBoundaries = None,
-        cache: str | None = None,
-        drop_remainder: bool = False,
-        num_parallel_calls: int = tf.data.AUTOTUNE,
+        self, batch_size: int, shuffle: bool = True, seed: int | None = None,
+        bucket_boundaries: BucketBoundaries = None, cache: str | None = None,
+        drop_remainder: bool = False, num_parallel_calls: int = tf.data.AUTOTUNE,
         augment: Augment | None = None,
-    ) -> tf.data.Dataset:
+    ) -> tf.data.Dataset:  # fmt: skip
         """Padded batches of dicts.
 
         Each batch has "labels" [B, S] (padded with -1), "label_length" [B],
@@ -361,16 +356,10 @@ class SpeechDataset:
         return self._finish(ds)
 
     def epochs(
-        self,
-        batch_size: int,
-        seed: int,
-        first_epoch: int,
-        end_epoch: int,
-        batches_per_epoch: int,
-        bucket_boundaries: BucketBoundaries = None,
-        augment: Augment | None = None,
-        num_parallel_calls: int = tf.data.AUTOTUNE,
-    ) -> tf.data.Dataset:
+        self, batch_size: int, seed: int, first_epoch: int, end_epoch: int,
+        batches_per_epoch: int, bucket_boundaries: BucketBoundaries = None,
+        augment: Augment | None = None, num_parallel_calls: int = tf.data.AUTOTUNE,
+    ) -> tf.data.Dataset:  # fmt: skip
         """The batches of epochs first_epoch .. end_epoch - 1 as one pipeline.
 
         Like `dataset(batch_size, seed=..., bucket_boundaries=...,

@@ -22,13 +22,9 @@ import numpy as np
 
 
 def resample(
-    audio: np.ndarray,
-    rate_in: int,
-    rate_out: int,
-    zero_crossings: int = 16,
-    rolloff: float = 0.94,
-    beta: float = 8.6,
-) -> np.ndarray:
+    audio: np.ndarray, rate_in: int, rate_out: int, zero_crossings: int = 16,
+    rolloff: float = 0.94, beta: float = 8.6,
+) -> np.ndarray:  # fmt: skip
     """Resamples audio [N] or [N, channels] from rate_in to rate_out (Hz).
 
     Args:

@@ -170,13 +170,9 @@ class SubwordEncoder:
 
     @classmethod
     def train(
-        cls,
-        transcripts: Iterable[str],
-        vocab_size: int,
-        model_type: str = "unigram",
-        character_coverage: float = 1.0,
-        word_delimiter: bool = False,
-    ) -> "SubwordEncoder":
+        cls, transcripts: Iterable[str], vocab_size: int, model_type: str = "unigram",
+        character_coverage: float = 1.0, word_delimiter: bool = False,
+    ) -> "SubwordEncoder":  # fmt: skip
         """Trains a SentencePiece model on transcripts (deterministic, 1 thread).
 
         Args:

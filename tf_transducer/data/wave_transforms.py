@@ -318,13 +318,9 @@ def babble_noise(bank: TensorLike, length: TensorLike, seed: TensorLike) -> tf.T
 
 
 def make_babble_bank(
-    audios: Sequence[np.ndarray],
-    count: int = 16,
-    seconds: float = 4.0,
-    talkers: tuple[int, int] = (3, 6),
-    sample_rate: int = 8000,
-    seed: int = 0,
-) -> np.ndarray:
+    audios: Sequence[np.ndarray], count: int = 16, seconds: float = 4.0,
+    talkers: tuple[int, int] = (3, 6), sample_rate: int = 8000, seed: int = 0,
+) -> np.ndarray:  # fmt: skip
     """Babble made of other utterances, as a numpy array [count, samples].
 
     Each row sums `talkers` (a (min, max) range) utterances picked at random,

@@ -70,15 +70,10 @@ class _Beam:
 
 
 def ctc_beam_search(
-    logits: TensorLike,
-    lengths: TensorLike | None = None,
-    beam_width: int = 16,
-    blank: int = 0,
-    scorer: WordScorer | None = None,
-    alpha: float = 0.75,
-    beta: float = 1.85,
-    cutoff_top_n: int = 40,
-) -> list[list[int]]:
+    logits: TensorLike, lengths: TensorLike | None = None, beam_width: int = 16,
+    blank: int = 0, scorer: WordScorer | None = None, alpha: float = 0.75,
+    beta: float = 1.85, cutoff_top_n: int = 40,
+) -> list[list[int]]:  # fmt: skip
     """CTC prefix beam search, batched over utterances, with optional LM fusion.
 
     The search states are (prefix, whether the alignment ends in a blank),

@@ -79,13 +79,9 @@ class GreedyState:
 
 
 def greedy_continue(
-    encoder: TensorLike,
-    lengths: TensorLike,
-    steps: TransducerSteps,
-    search: GreedyState,
-    max_symbols_per_frame: int = 3,
-    blank: int = 0,
-) -> GreedyState:
+    encoder: TensorLike, lengths: TensorLike, steps: TransducerSteps,
+    search: GreedyState, max_symbols_per_frame: int = 3, blank: int = 0,
+) -> GreedyState:  # fmt: skip
     """Runs greedy search over more frames, updating `search` in place.
 
     Streaming decoding calls this per chunk.
@@ -150,13 +146,9 @@ class _Hyp:
     __slots__ = ("prefix", "score", "decoder", "state", "lm")
 
     def __init__(
-        self,
-        prefix: tuple[int, ...],
-        score: float,
-        decoder: np.ndarray,
-        state: State,
+        self, prefix: tuple[int, ...], score: float, decoder: np.ndarray, state: State,
         lm: LmContext,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.prefix, self.score = prefix, score
         self.decoder, self.state = decoder, state
         self.lm = lm  # LmContext
@@ -215,14 +207,9 @@ def _finish(
 
 
 def modified_beam_search(
-    encoder: TensorLike,
-    steps: TransducerSteps,
-    beam: int = 4,
-    blank: int = 0,
-    scorer: WordScorer | None = None,
-    alpha: float = 0.5,
-    beta: float = 1.0,
-) -> tuple[list[int], float]:
+    encoder: TensorLike, steps: TransducerSteps, beam: int = 4, blank: int = 0,
+    scorer: WordScorer | None = None, alpha: float = 0.5, beta: float = 1.0,
+) -> tuple[list[int], float]:  # fmt: skip
     """Beam search with at most one symbol per frame (k2 / icefall's "modified").
 
     Per frame every hypothesis either stays (blank) or grows by one of its
@@ -279,15 +266,10 @@ def modified_beam_search(
 
 
 def beam_search(
-    encoder: TensorLike,
-    steps: TransducerSteps,
-    beam: int = 4,
-    blank: int = 0,
-    scorer: WordScorer | None = None,
-    alpha: float = 0.5,
-    beta: float = 1.0,
+    encoder: TensorLike, steps: TransducerSteps, beam: int = 4, blank: int = 0,
+    scorer: WordScorer | None = None, alpha: float = 0.5, beta: float = 1.0,
     max_expansions: int | None = None,
-) -> tuple[list[int], float]:
+) -> tuple[list[int], float]:  # fmt: skip
     """The standard transducer beam search (Graves 2012, as ESPnet runs it).
 
     Per frame, the best unfinished hypothesis is expanded: by a blank it is
@@ -355,14 +337,10 @@ def transducer_greedy_decode(
 
 
 def transducer_beam_search(
-    model: "Transducer",
-    inputs: tuple[TensorLike, TensorLike],
-    beam: int = 4,
-    method: str = "modified",
-    scorer: WordScorer | None = None,
-    alpha: float = 0.5,
+    model: "Transducer", inputs: tuple[TensorLike, TensorLike], beam: int = 4,
+    method: str = "modified", scorer: WordScorer | None = None, alpha: float = 0.5,
     beta: float = 1.0,
-) -> list[list[int]]:
+) -> list[list[int]]:  # fmt: skip
     """B label lists: beam search ("modified" or "standard") of a Keras `Transducer`."""
     if method not in ("modified", "standard"):
         raise ValueError(f'method must be "modified" or "standard", got {method!r}')

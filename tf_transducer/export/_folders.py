@@ -27,14 +27,11 @@ def write_files(folder: str, files: Mapping[str, bytes]) -> None:
 
 
 def write_export(
-    export_dir: str,
-    functions: Mapping[str, Any],
-    quantization: str,
-    quantized: Sequence[str],
-    meta: Mapping[str, Any],
+    export_dir: str, functions: Mapping[str, Any], quantization: str,
+    quantized: Sequence[str], meta: Mapping[str, Any],
     extras: Callable[[str], object] | None = None,
     calibrate: Callable[[str], Mapping[str, list[dict[str, np.ndarray]]]] | None = None,
-) -> dict[str, int]:
+) -> dict[str, int]:  # fmt: skip
     """Converts `functions` and writes an export folder, all or nothing.
 
     The float programs are written first (with `extras(folder)`'s files and
@@ -63,14 +60,11 @@ def write_export(
 
 
 def _write_export(
-    export_dir: str,
-    functions: Mapping[str, Any],
-    quantization: str,
-    quantized: Sequence[str],
-    meta: Mapping[str, Any],
+    export_dir: str, functions: Mapping[str, Any], quantization: str,
+    quantized: Sequence[str], meta: Mapping[str, Any],
     extras: Callable[[str], object] | None,
     calibrate: Callable[[str], Mapping[str, list[dict[str, np.ndarray]]]] | None,
-) -> dict[str, int]:
+) -> dict[str, int]:  # fmt: skip
     programs = {f"{name}.tflite": convert(fn) for name, fn in functions.items()}
     modes = {name: quantization if name in quantized else "float" for name in functions}
 

@@ -46,13 +46,10 @@ FILES = ("features.tflite", "acoustic.tflite")
 
 
 def export_deepspeech(
-    model: "DeepSpeech",
-    export_dir: str,
-    alphabet: "CharacterAlphabet",
-    n_steps: int = 16,
-    quantization: str | None = None,
+    model: "DeepSpeech", export_dir: str, alphabet: "CharacterAlphabet",
+    n_steps: int = 16, quantization: str | None = None,
     calibration_audio: Iterable[np.ndarray] | None = None,
-) -> dict[str, int]:
+) -> dict[str, int]:  # fmt: skip
     """Writes the streaming TFLite programs of a DeepSpeech model to export_dir.
 
     Args:
@@ -141,9 +138,8 @@ class DeepSpeechStream:
 
     Args:
       export_dir: a folder written by `export_deepspeech`.
-      quantization: None (whatever the export holds, see `.quantization`),
-        or the mode expected ("float", "dynamic", "int8"): an export of
-        another mode is then an error.
+      quantization: None (the export's mode, `.quantization`) or the mode
+        expected: another is an error (as every runner: `open_export`).
       num_threads: interpreter threads.
 
     Use `feed(audio)` with mono float32 chunks (any sizes) in [-1, 1] (int16
@@ -240,15 +236,10 @@ class DeepSpeechStream:
         self._logits.append(out["logits"][0, :valid])
 
     def transcribe(
-        self,
-        audio: ArrayLike,
-        chunk_samples: int = 3200,
-        beam_width: int = 1,
-        scorer: "WordScorer | None" = None,
-        alpha: float = 0.75,
-        beta: float = 1.85,
+        self, audio: ArrayLike, chunk_samples: int = 3200, beam_width: int = 1,
+        scorer: "WordScorer | None" = None, alpha: float = 0.75, beta: float = 1.85,
         sample_rate: int | None = None,
-    ) -> tuple[str, np.ndarray]:
+    ) -> tuple[str, np.ndarray]:  # fmt: skip
         """(transcript, logits [T, C]) of a whole signal [N] fed in chunks.
 
         sample_rate, when given, must be the export's (an error otherwise).

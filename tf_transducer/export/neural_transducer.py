@@ -125,9 +125,8 @@ class NeuralTransducerStream:
 
     Args:
       export_dir: a folder written by `export_neural_transducer`.
-      quantization: None (whatever the export holds, see `.quantization`),
-        or the mode expected ("float", "dynamic", "int8"): an export of
-        another mode is then an error.
+      quantization: None (the export's mode, `.quantization`) or the mode
+        expected: another is an error (as every runner: `open_export`).
       num_threads: interpreter threads.
 
     Raises:

@@ -100,14 +100,11 @@ def _named_function(body, specs, names):
 
 
 def export_transducer(
-    model: "Transducer",
-    export_dir: str,
-    text_encoder: "TextEncoder",
-    features: "LogMelSpectrogram",
-    chunk_frames: int | None = None,
+    model: "Transducer", export_dir: str, text_encoder: "TextEncoder",
+    features: "LogMelSpectrogram", chunk_frames: int | None = None,
     quantization: str | None = None,
     calibration_audio: Iterable[np.ndarray] | None = None,
-) -> dict[str, int]:
+) -> dict[str, int]:  # fmt: skip
     """Writes the streaming TFLite programs of a Transducer to export_dir.
 
     Args:

@@ -89,9 +89,8 @@ class TransducerStream:
 
     Args:
       export_dir: a folder written by `export_transducer`.
-      quantization: None (whatever the export holds, see `.quantization`),
-        or the mode expected ("float", "dynamic", "int8"): an export of
-        another mode is then an error.
+      quantization: None (the export's mode, `.quantization`) or the mode
+        expected: another is an error (as every runner: `open_export`).
       num_threads: interpreter threads.
       max_symbols_per_frame: of the greedy search.
 

@@ -94,13 +94,9 @@ class TimeSyncAlignmentLattice(abc.ABC):
         """The non-final frame-local states in topological order."""
 
     def forward(
-        self,
-        alpha: Any,
-        blank: Sequence[Any],
-        lexical: Sequence[Any],
-        context: ContextDependency,
-        semiring: Semiring,
-    ) -> Any:
+        self, alpha: Any, blank: Sequence[Any], lexical: Sequence[Any],
+        context: ContextDependency, semiring: Semiring,
+    ) -> Any:  # fmt: skip
         """One frame of the forward algorithm over the recognition lattice.
 
         Args:
@@ -153,13 +149,9 @@ class TimeSyncAlignmentLattice(abc.ABC):
         )
 
     def _sweep(
-        self,
-        alpha: Any,
-        blank: Sequence[Any],
-        lexical: Sequence[Any],
-        semiring: Semiring,
-        emit: Callable[[Any, Any], Any],
-    ) -> Any:
+        self, alpha: Any, blank: Sequence[Any], lexical: Sequence[Any],
+        semiring: Semiring, emit: Callable[[Any, Any], Any],
+    ) -> Any:  # fmt: skip
         """Pushes alpha through the frame-local states in topological order."""
         check_num_weights(self, blank, lexical)
         start = self.start()
@@ -182,14 +174,10 @@ class TimeSyncAlignmentLattice(abc.ABC):
         return out[0]
 
     def backward(
-        self,
-        alpha: tf.Tensor,
-        blank: Sequence[tf.Tensor],
-        lexical: Sequence[tf.Tensor],
-        beta: tf.Tensor,
-        log_z: tf.Tensor,
+        self, alpha: tf.Tensor, blank: Sequence[tf.Tensor],
+        lexical: Sequence[tf.Tensor], beta: tf.Tensor, log_z: tf.Tensor,
         context: ContextDependency,
-    ) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
+    ) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:  # fmt: skip
         """One frame of the backward algorithm (Log semiring): arc marginals.
 
         Args:

@@ -72,6 +72,25 @@ def _make(factory: Any, context: ContextDependency, kind: type, name: str) -> An
     return made
 
 
+def _padded(
+    values: TensorLike, lengths: TensorLike, name: str, shape: str, kind: str
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """(values, lengths) as tensors of the rank of `shape` and [B]; else named.
+
+    kind: "float" or "int", the values' dtype family.
+    """
+    values, lengths = tf.convert_to_tensor(values), tf.convert_to_tensor(lengths)
+    if values.shape.rank != shape.count(",") + 1:
+        raise ValueError(f"{name} must be {shape}, got shape {values.shape}")
+    if kind == "float" and not values.dtype.is_floating:
+        raise ValueError(f"{name} must be a float tensor, got {values.dtype.name}")
+    if kind == "int" and not values.dtype.is_integer:
+        raise ValueError(f"{name} must be integers, got {values.dtype.name}")
+    if lengths.shape.rank != 1:
+        raise ValueError(f"num_{name} must be [B], got shape {lengths.shape}")
+    return values, lengths
+
+
 def _checked_lengths(lengths: tf.Tensor, padded: tf.Tensor, name: str) -> tf.Tensor:
     """int32 lengths [B], checked against padded.
 
@@ -263,26 +282,10 @@ class RecognitionLattice(keras.layers.Layer):
         labels: TensorLike | None = None,
         num_labels: TensorLike | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None, tf.Tensor | None]:
-        frames = tf.convert_to_tensor(frames)
-        num_frames = tf.convert_to_tensor(num_frames)
-        if frames.shape.rank != 3:
-            raise ValueError(f"frames must be [B, T, F], got shape {frames.shape}")
-        if not frames.dtype.is_floating:
-            raise ValueError(f"frames must be a float tensor, got {frames.dtype.name}")
-        if num_frames.shape.rank != 1:
-            raise ValueError(f"num_frames must be [B], got shape {num_frames.shape}")
+        frames, num_frames = _padded(frames, num_frames, "frames", "[B, T, F]", "float")
         shapes = {"frames": frames.shape[0], "num_frames": num_frames.shape[0]}
         if labels is not None:
-            labels = tf.convert_to_tensor(labels)
-            num_labels = tf.convert_to_tensor(num_labels)
-            if labels.shape.rank != 2:
-                raise ValueError(f"labels must be [B, U], got shape {labels.shape}")
-            if not labels.dtype.is_integer:
-                raise ValueError(f"labels must be integers, got {labels.dtype.name}")
-            if num_labels.shape.rank != 1:
-                raise ValueError(
-                    f"num_labels must be [B], got shape {num_labels.shape}"
-                )
+            labels, num_labels = _padded(labels, num_labels, "labels", "[B, U]", "int")
             shapes.update(labels=labels.shape[0], num_labels=num_labels.shape[0])
         known = {k: v for k, v in shapes.items() if v is not None}
         if len(set(known.values())) > 1:
@@ -357,13 +360,9 @@ class RecognitionLattice(keras.layers.Layer):
         )
 
     def forward(
-        self,
-        frames: TensorLike,
-        num_frames: TensorLike,
-        semiring: Semiring = semirings.Log,
-        cache: Any = None,
-        lift: Lift | None = None,
-    ) -> Any:
+        self, frames: TensorLike, num_frames: TensorLike,
+        semiring: Semiring = semirings.Log, cache: Any = None, lift: Lift | None = None,
+    ) -> Any:  # fmt: skip
         """The sum of all paths' weights in `semiring`: [B].
 
         lift maps log weights to semiring values (default: exp for Real, the
@@ -397,15 +396,10 @@ class RecognitionLattice(keras.layers.Layer):
         )
 
     def string_forward(
-        self,
-        frames: TensorLike,
-        num_frames: TensorLike,
-        labels: TensorLike,
-        num_labels: TensorLike,
-        semiring: Semiring = semirings.Log,
-        cache: Any = None,
+        self, frames: TensorLike, num_frames: TensorLike, labels: TensorLike,
+        num_labels: TensorLike, semiring: Semiring = semirings.Log, cache: Any = None,
         lift: Lift | None = None,
-    ) -> Any:
+    ) -> Any:  # fmt: skip
         """The sum of the weights of the paths that spell labels: [B]."""
         checked = self._check(frames, num_frames, labels, num_labels)
         cache = _finite_cache(cache)
@@ -455,14 +449,9 @@ class RecognitionLattice(keras.layers.Layer):
 
     # ---------------------------------------------------------------- loss
     def __call__(
-        self,
-        frames: TensorLike,
-        num_frames: TensorLike,
-        labels: TensorLike,
-        num_labels: TensorLike,
-        cache: Any = None,
-        **kwargs: Any,
-    ) -> tf.Tensor:
+        self, frames: TensorLike, num_frames: TensorLike, labels: TensorLike,
+        num_labels: TensorLike, cache: Any = None, **kwargs: Any,
+    ) -> tf.Tensor:  # fmt: skip
         # Keras wants tensors as positional arguments: lists of lengths are fine.
         args = [
             tf.convert_to_tensor(a) if isinstance(a, (list, tuple, np.ndarray)) else a
@@ -471,13 +460,9 @@ class RecognitionLattice(keras.layers.Layer):
         return super().__call__(*args, cache=cache, **kwargs)
 
     def call(
-        self,
-        frames: TensorLike,
-        num_frames: TensorLike,
-        labels: TensorLike,
-        num_labels: TensorLike,
-        cache: Any = None,
-    ) -> tf.Tensor:
+        self, frames: TensorLike, num_frames: TensorLike, labels: TensorLike,
+        num_labels: TensorLike, cache: Any = None,
+    ) -> tf.Tensor:  # fmt: skip
         """-log P(labels | frames): [B]."""
         frames, num_frames, labels, num_labels = self._check(
             frames, num_frames, labels, num_labels

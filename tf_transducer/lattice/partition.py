@@ -143,13 +143,9 @@ def log_z_and_alphas(
 
 
 def marginals(
-    lattice: Any,
-    blank: tf.Tensor,
-    lexical: tf.Tensor,
-    num_frames: tf.Tensor,
-    alphas: tf.Tensor,
-    log_z: tf.Tensor,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    lattice: Any, blank: tf.Tensor, lexical: tf.Tensor, num_frames: tf.Tensor,
+    alphas: tf.Tensor, log_z: tf.Tensor,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
     """Backward pass: (beta of the start, blank marginals, lexical marginals).
 
     Shapes: [B, C], [B, T, A, C] and [B, T, A, C, V].

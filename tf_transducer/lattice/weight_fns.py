@@ -171,14 +171,10 @@ class SharedRNNCacher(WeightFnCacher):
     """
 
     def __init__(
-        self,
-        vocab_size: int,
-        context_size: int,
-        rnn_size: int,
+        self, vocab_size: int, context_size: int, rnn_size: int,
         rnn_embedding_size: int,
-        rnn_cell: keras.layers.Layer | dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+        rnn_cell: keras.layers.Layer | dict[str, Any] | None = None, **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         _check_sizes(
             vocab_size=(1, vocab_size),

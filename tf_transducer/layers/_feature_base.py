@@ -37,14 +37,9 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """
 
     def __init__(
-        self,
-        sample_rate: int,
-        frame_length_ms: float,
-        frame_step_ms: float,
-        fft_length: int | None,
-        dynamic_range_db: float | None = 60.0,
-        **kwargs: Any,
-    ) -> None:
+        self, sample_rate: int, frame_length_ms: float, frame_step_ms: float,
+        fft_length: int | None, dynamic_range_db: float | None = 60.0, **kwargs: Any,
+    ) -> None:  # fmt: skip
         # Float32 only: features are computed in float32 under any
         # mixed-precision policy (the model casts them afterwards).
         kwargs.setdefault("dtype", "float32")
@@ -126,10 +121,18 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
         with after(check):
             return tf.identity(audio)
 
-    def _output_shape(
-        self, input_shape: Shape, size: int
+    @property
+    def feature_size(self) -> int:
+        """Values per frame (the subclass's n_mels, n_coefficients)."""
+        raise NotImplementedError
+
+    def compute_output_shape(
+        self, input_shape: Shape, lengths_shape: Shape | None = None
     ) -> tuple[OutputShape, OutputShape]:
-        """((B, T, size), (B,)) of audio shaped (B, N); T is None when N is."""
+        """((B, T, feature_size), (B,)) of audio (B, N); T is None when N is.
+
+        `input_shape`: Keras's name for the audio's shape when it builds.
+        """
         batch, n = input_shape[0], input_shape[1]
         if n is None:
             frames = None
@@ -137,7 +140,7 @@ class SpectralLayer(TracedOutputSpec, ListLengths, keras.layers.Layer):
             frames = 0
         else:
             frames = 1 + (n - self.frame_length) // self.frame_step
-        return (batch, frames, size), (batch,)
+        return (batch, frames, self.feature_size), (batch,)
 
     def _energy_floor(self, power):
         """[B, T, 1]: the floor of each frame's bands, from its energy.

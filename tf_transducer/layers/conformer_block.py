@@ -110,15 +110,10 @@ class ConformerBlock(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """
 
     def __init__(
-        self,
-        d_model: int = 144,
-        num_heads: int = 4,
-        ff_mult: int = 4,
-        conv_kernel: int = 15,
-        dropout: float = 0.0,
-        max_relative_position: int = 64,
+        self, d_model: int = 144, num_heads: int = 4, ff_mult: int = 4,
+        conv_kernel: int = 15, dropout: float = 0.0, max_relative_position: int = 64,
         **kwargs: Any,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         check_positive("d_model", d_model, int)
         check_positive("num_heads", num_heads, int)

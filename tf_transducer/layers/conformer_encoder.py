@@ -75,21 +75,13 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """
 
     def __init__(
-        self,
-        d_model: int = 144,
-        num_layers: int = 4,
-        num_heads: int = 4,
-        ff_mult: int = 4,
-        conv_kernel: int = 15,
-        chunk_size: int = 8,
-        left_context: int = 32,
-        subsampling: int = 4,
-        dropout: float = 0.1,
+        self, d_model: int = 144, num_layers: int = 4, num_heads: int = 4,
+        ff_mult: int = 4, conv_kernel: int = 15, chunk_size: int = 8,
+        left_context: int = 32, subsampling: int = 4, dropout: float = 0.1,
         chunk_sizes: Sequence[int] | None = None,
-        max_relative_position: int | None = None,
-        seed: int | None = None,
+        max_relative_position: int | None = None, seed: int | None = None,
         **kwargs: Any,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         check_positive("num_layers", num_layers, int)
         check_positive("chunk_size", chunk_size, int)

@@ -11,8 +11,6 @@ from tf_transducer._checks import TensorLike
 from tf_transducer._checks import check_positive
 from tf_transducer._checks import with_attributes
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import OutputShape
-from tf_transducer.layers._checks import Shape
 from tf_transducer.layers._feature_base import SpectralLayer
 
 
@@ -69,18 +67,11 @@ class LogMelSpectrogram(SpectralLayer):
     """
 
     def __init__(
-        self,
-        sample_rate: int = 16000,
-        frame_length_ms: float = 25.0,
-        frame_step_ms: float = 10.0,
-        fft_length: int | None = None,
-        n_mels: int = 80,
-        f_min: float = 0.0,
-        f_max: float | None = None,
-        log_offset: float = 1e-6,
-        dynamic_range_db: float | None = 60.0,
-        **kwargs: Any,
-    ) -> None:
+        self, sample_rate: int = 16000, frame_length_ms: float = 25.0,
+        frame_step_ms: float = 10.0, fft_length: int | None = None, n_mels: int = 80,
+        f_min: float = 0.0, f_max: float | None = None, log_offset: float = 1e-6,
+        dynamic_range_db: float | None = 60.0, **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(
             sample_rate,
             frame_length_ms,
@@ -107,11 +98,9 @@ class LogMelSpectrogram(SpectralLayer):
         features = tf.math.log(mel + self.log_offset + self._energy_floor(power))
         return _dsp.zero_after(features, frames), frames
 
-    def compute_output_shape(
-        self, input_shape: Shape, lengths_shape: Shape | None = None
-    ) -> tuple[OutputShape, OutputShape]:
-        # `input_shape`: Keras's name for the audio's shape when it builds.
-        return self._output_shape(input_shape, self.n_mels)
+    @property
+    def feature_size(self) -> int:
+        return self.n_mels
 
     def get_config(self) -> dict[str, Any]:
         return with_attributes(

@@ -11,8 +11,6 @@ from tf_transducer._checks import TensorLike
 from tf_transducer._checks import check_positive
 from tf_transducer._checks import with_attributes
 from tf_transducer.layers import _dsp
-from tf_transducer.layers._checks import OutputShape
-from tf_transducer.layers._checks import Shape
 from tf_transducer.layers._feature_base import SpectralLayer
 
 
@@ -64,18 +62,12 @@ class Mfcc(SpectralLayer):
     """
 
     def __init__(
-        self,
-        sample_rate: int = 16000,
-        frame_length_ms: float = 32.0,
-        frame_step_ms: float = 20.0,
-        fft_length: int | None = None,
-        n_coefficients: int = 26,
-        filterbank_channels: int = 40,
-        f_min: float = 20.0,
-        f_max: float | None = None,
-        dynamic_range_db: float | None = 60.0,
+        self, sample_rate: int = 16000, frame_length_ms: float = 32.0,
+        frame_step_ms: float = 20.0, fft_length: int | None = None,
+        n_coefficients: int = 26, filterbank_channels: int = 40, f_min: float = 20.0,
+        f_max: float | None = None, dynamic_range_db: float | None = 60.0,
         **kwargs: Any,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__(
             sample_rate,
             frame_length_ms,
@@ -118,11 +110,9 @@ class Mfcc(SpectralLayer):
         )
         return _dsp.zero_after(cepstrum, frames), frames
 
-    def compute_output_shape(
-        self, input_shape: Shape, lengths_shape: Shape | None = None
-    ) -> tuple[OutputShape, OutputShape]:
-        # `input_shape`: Keras's name for the audio's shape when it builds.
-        return self._output_shape(input_shape, self.n_coefficients)
+    @property
+    def feature_size(self) -> int:
+        return self.n_coefficients
 
     def get_config(self) -> dict[str, Any]:
         return with_attributes(

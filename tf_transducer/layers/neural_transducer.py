@@ -68,16 +68,10 @@ class NeuralTransducer(TracedOutputSpec, keras.layers.Layer):
     """
 
     def __init__(
-        self,
-        n_out: int,
-        transducer_hidden_units: int,
-        transducer_max_width: int,
-        input_block_size: int,
-        embedding_size: int,
-        e_symbol_index: int,
-        use_prev_state_as_start: bool = False,
-        **kwargs: Any,
-    ) -> None:
+        self, n_out: int, transducer_hidden_units: int, transducer_max_width: int,
+        input_block_size: int, embedding_size: int, e_symbol_index: int,
+        use_prev_state_as_start: bool = False, **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         for name, value in (
             ("n_out", n_out),

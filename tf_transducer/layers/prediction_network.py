@@ -39,14 +39,9 @@ class PredictionNetwork(TracedOutputSpec, keras.layers.Layer):
     """
 
     def __init__(
-        self,
-        vocab_size: int,
-        embedding_dim: int = 128,
-        units: int = 256,
-        kind: str = "lstm",
-        context_size: int = 2,
-        **kwargs: Any,
-    ) -> None:
+        self, vocab_size: int, embedding_dim: int = 128, units: int = 256,
+        kind: str = "lstm", context_size: int = 2, **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         check_positive("vocab_size", vocab_size, int)
         check_positive("embedding_dim", embedding_dim, int)

@@ -192,8 +192,7 @@ class SpecAugment(ListLengths, keras.layers.Layer):
     """
 
     def __init__(
-        self,
-        freq_mask_max_bins: int | Sequence[int] = 15,
+        self, freq_mask_max_bins: int | Sequence[int] = 15,
         freq_mask_count: int | Sequence[int] = 1,
         use_dynamic_time_mask_max_frames: bool | Sequence[bool] = False,
         time_mask_max_frames: int | Sequence[int] = 50,
@@ -203,19 +202,14 @@ class SpecAugment(ListLengths, keras.layers.Layer):
         freq_warp_max_bins: int | Sequence[int] = 0,
         time_warp_bound: str | Sequence[str] = "static",
         time_warp_max_frames: int | Sequence[int] = 0,
-        time_warp_max_ratio: float | Sequence[float] = 0.0,
-        use_noise: bool = False,
+        time_warp_max_ratio: float | Sequence[float] = 0.0, use_noise: bool = False,
         gaussian_noise: bool = False,
         freq_noise_max_stddev: float | Sequence[float] = 0.0,
-        freq_noise_warmup_steps: int = 0,
-        start_step: int = 0,
-        unstack: bool = False,
-        stack_height: int = 3,
-        domain_ids: Sequence[int] = (0,),
-        use_input_dependent_random_seed: bool = False,
-        seed: int | None = None,
+        freq_noise_warmup_steps: int = 0, start_step: int = 0, unstack: bool = False,
+        stack_height: int = 3, domain_ids: Sequence[int] = (0,),
+        use_input_dependent_random_seed: bool = False, seed: int | None = None,
         **kwargs: Any,
-    ) -> None:
+    ) -> None:  # fmt: skip
         arguments = locals()
         # Float32 only, as the feature layers before it (mixed precision
         # starts after the front end).
@@ -316,14 +310,10 @@ class SpecAugment(ListLengths, keras.layers.Layer):
             )
 
     def call(
-        self,
-        features: TensorLike,
-        lengths: TensorLike | None = None,
-        domain_ids: TensorLike | None = None,
-        training: bool | None = None,
-        step: TensorLike | None = None,
-        mask: TensorLike | None = None,
-    ) -> tf.Tensor:
+        self, features: TensorLike, lengths: TensorLike | None = None,
+        domain_ids: TensorLike | None = None, training: bool | None = None,
+        step: TensorLike | None = None, mask: TensorLike | None = None,
+    ) -> tf.Tensor:  # fmt: skip
         features = float_values(features, "features")
         if lengths is None and mask is not None:
             lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)

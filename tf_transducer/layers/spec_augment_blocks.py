@@ -26,15 +26,9 @@ def _valid(lengths, size):
 
 
 def block_mask(
-    draws,
-    choose_range,
-    size,
-    count,
-    max_width=None,
-    max_ratio=1.0,
-    masks_per_frame=0.0,
-    stream=0,
-):
+    draws, choose_range, size, count, max_width=None, max_ratio=1.0,
+    masks_per_frame=0.0, stream=0,
+):  # fmt: skip
     """[B, size] float: 0 inside the random blocks, 1 elsewhere.
 
     Up to `count` blocks per row, each inside [0, choose_range[b]): width
@@ -167,18 +161,9 @@ def frequency_noise(
 
 
 def time_mask(
-    x,
-    lengths,
-    draws,
-    max_frames,
-    count,
-    max_ratio=1.0,
-    dynamic=False,
-    masks_per_frame=0.0,
-    use_noise=False,
-    gaussian_noise=False,
-    stream=TIME_MASK_STREAM,
-):
+    x, lengths, draws, max_frames, count, max_ratio=1.0, dynamic=False,
+    masks_per_frame=0.0, use_noise=False, gaussian_noise=False, stream=TIME_MASK_STREAM,
+):  # fmt: skip
     """Zeroes (or fills with noise) up to `count` blocks of frames per utterance.
 
     Widths up to max_frames (dynamic: up to max_ratio * length) and at most

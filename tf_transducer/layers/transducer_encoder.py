@@ -41,13 +41,9 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
     """
 
     def __init__(
-        self,
-        units: int = 256,
-        num_layers: int = 2,
-        stack: int = 3,
-        dropout: float = 0.0,
-        **kwargs: Any,
-    ) -> None:
+        self, units: int = 256, num_layers: int = 2, stack: int = 3,
+        dropout: float = 0.0, **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         check_positive("units", units, int)
         check_positive("num_layers", num_layers, int)

@@ -59,25 +59,15 @@ class DeepSpeech(keras.Model):
     """
 
     def __init__(
-        self,
-        num_classes: int = 29,
-        n_hidden: int = 2048,
-        n_context: int = 9,
-        n_input: int = 26,
-        relu_clip: float = 20.0,
-        dropout_rate: float = 0.05,
-        dropout_rate2: float = -1.0,
-        dropout_rate3: float = -1.0,
-        dropout_rate4: float = 0.0,
-        dropout_rate5: float = 0.0,
-        dropout_rate6: float = -1.0,
-        audio_input: bool = False,
-        sample_rate: int = 16000,
-        feature_win_len: float = 32.0,
-        feature_win_step: float = 20.0,
-        augment: str | dict[str, Any] | None = None,
+        self, num_classes: int = 29, n_hidden: int = 2048, n_context: int = 9,
+        n_input: int = 26, relu_clip: float = 20.0, dropout_rate: float = 0.05,
+        dropout_rate2: float = -1.0, dropout_rate3: float = -1.0,
+        dropout_rate4: float = 0.0, dropout_rate5: float = 0.0,
+        dropout_rate6: float = -1.0, audio_input: bool = False,
+        sample_rate: int = 16000, feature_win_len: float = 32.0,
+        feature_win_step: float = 20.0, augment: str | dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         for name, value in (("num_classes", num_classes), ("n_hidden", n_hidden),
                             ("n_input", n_input)):  # fmt: skip

@@ -52,13 +52,9 @@ class LatticeModel(keras.Model):
         return {"frames": frames, "num_frames": lengths}
 
     def compute_loss(
-        self,
-        x: Any = None,
-        y: Any = None,
-        y_pred: Any = None,
-        sample_weight: Any = None,
-        training: bool = True,
-    ) -> tf.Tensor:
+        self, x: Any = None, y: Any = None, y_pred: Any = None,
+        sample_weight: Any = None, training: bool = True,
+    ) -> tf.Tensor:  # fmt: skip
         """The compiled RecognitionLatticeLoss of labels y given y_pred."""
         if not isinstance(self.loss, RecognitionLatticeLoss):
             raise ValueError(

@@ -66,13 +66,9 @@ class NeuralTransducerModel(keras.Model):
         return [*super().metrics, self.error_tracker]
 
     def compute_loss(
-        self,
-        x: Any = None,
-        y: Any = None,
-        y_pred: Any = None,
-        sample_weight: Any = None,
-        training: bool = True,
-    ) -> tf.Tensor:
+        self, x: Any = None, y: Any = None, y_pred: Any = None,
+        sample_weight: Any = None, training: bool = True,
+    ) -> tf.Tensor:  # fmt: skip
         """The compiled NeuralTransducerLoss of labels y; updates "error"."""
         loss_fn = self.loss
         layer = self.transducer

@@ -85,17 +85,10 @@ class Transducer(keras.Model):
     """
 
     def __init__(
-        self,
-        vocab_size: int,
-        encoder: Any = None,
-        predictor: Any = None,
-        joiner: Any = None,
-        features: Any = None,
-        normalization: Any = None,
-        augment: Any = None,
-        feature_dim: int = 80,
-        **kwargs: Any,
-    ) -> None:
+        self, vocab_size: int, encoder: Any = None, predictor: Any = None,
+        joiner: Any = None, features: Any = None, normalization: Any = None,
+        augment: Any = None, feature_dim: int = 80, **kwargs: Any,
+    ) -> None:  # fmt: skip
         flat = split_legacy(kwargs)
         for kind, value in (("encoder", encoder), ("predictor", predictor)):
             if isinstance(value, str):  # 0.1's encoder="lstm", predictor="lstm"
@@ -155,15 +148,10 @@ class Transducer(keras.Model):
 
     @classmethod
     def from_preset(
-        cls,
-        preset: str,
-        vocab_size: int,
-        *,
-        encoder: Mapping[str, Any] | None = None,
+        cls, preset: str, vocab_size: int, *, encoder: Mapping[str, Any] | None = None,
         predictor: Mapping[str, Any] | None = None,
-        joiner: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> "Transducer":
+        joiner: Mapping[str, Any] | None = None, **kwargs: Any,
+    ) -> "Transducer":  # fmt: skip
         """A Transducer of a preset's parts (`tf_transducer.models.PRESETS`).
 
         Args:
@@ -300,13 +288,9 @@ class Transducer(keras.Model):
         return {"encoder": encoded, "lengths": lengths}
 
     def compute_loss(
-        self,
-        x: Any = None,
-        y: Any = None,
-        y_pred: Any = None,
-        sample_weight: Any = None,
-        training: bool = True,
-    ) -> tf.Tensor:
+        self, x: Any = None, y: Any = None, y_pred: Any = None,
+        sample_weight: Any = None, training: bool = True,
+    ) -> tf.Tensor:  # fmt: skip
         """The compiled RnntLoss / FusedRnntLoss / PrunedRnntLoss of labels y."""
         loss_fn = self.loss
         if not isinstance(loss_fn, (RnntLoss, FusedRnntLoss, PrunedRnntLoss)):

@@ -31,15 +31,11 @@ T = TypeVar("T", bound="RootConfig")
 
 
 def setting(
-    default: Any = dataclasses.MISSING,
-    check: Check | None = None,
-    *,
-    flag: str | None = None,
-    kind: str | None = None,
-    help: str = "",  # noqa: A002 (as absl's)
-    choices: Iterable[str] | None = None,
+    default: Any = dataclasses.MISSING, check: Check | None = None, *,
+    flag: str | None = None, kind: str | None = None,
+    help: str = "", choices: Iterable[str] | None = None,  # noqa: A002 (absl's)
     factory: Callable[[], Any] | None = None,
-) -> Any:
+) -> Any:  # fmt: skip
     """A dataclass field declaring one setting.
 
     Args:

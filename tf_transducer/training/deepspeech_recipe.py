@@ -81,15 +81,10 @@ def speech_data(utterances, alphabet, mfcc, skip_bad=False, name="manifests"):
 
 
 def train(
-    config: DeepSpeechRunConfig,
-    checkpoint_dir: str,
-    *,
-    strategy: Any = None,
-    overwrite: bool = False,
-    summary_dir: str | None = None,
-    callbacks: Sequence[keras.callbacks.Callback] = (),
-    verbose: str | int = "auto",
-) -> dict[str, list[float]] | None:
+    config: DeepSpeechRunConfig, checkpoint_dir: str, *, strategy: Any = None,
+    overwrite: bool = False, summary_dir: str | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] = (), verbose: str | int = "auto",
+) -> dict[str, list[float]] | None:  # fmt: skip
     """Trains the DeepSpeech run a DeepSpeechRunConfig describes; returns its history.
 
     The history is None when the run in checkpoint_dir had finished earlier.
@@ -99,14 +94,12 @@ def train(
       config: the run (`tf_transducer.training.deepspeech_config`);
         data.train_files must name at least one manifest.
       checkpoint_dir: the run folder (on a file system every worker sees).
-      strategy: a tf.distribute strategy (default: `strategy_from_environment()`).
-      overwrite: start over in a run folder of another configuration.
+      strategy: as `transducer_recipe.train`'s.
+      overwrite: as `transducer_recipe.train`'s.
       summary_dir: the epochs' summaries (default: summaries/ in the run
         folder).
-      callbacks: Keras callbacks run at each epoch's end.
-      verbose: as Keras `fit`'s: "auto" or 1: a progress bar through
-        each epoch on a terminal (the chief's), else a line per epoch;
-        2: a line per epoch and four within it; 0: quiet.
+      callbacks: as `transducer_recipe.train`'s.
+      verbose: as `transducer_recipe.train`'s (Keras fit's values).
     """
     from tf_transducer.data import CharacterAlphabet
     from tf_transducer.losses import CtcLoss

@@ -260,20 +260,13 @@ def _shows_bar(chief, verbose):
 
 
 def train_loop(
-    model: keras.Model,
-    dataset_fn: DatasetFn,
-    epochs: int,
-    steps_per_epoch: int,
-    strategy: tf.distribute.Strategy | None = None,
-    *,
-    checkpoint_dir: str | None = None,
-    save_every: int = 0,
+    model: keras.Model, dataset_fn: DatasetFn, epochs: int, steps_per_epoch: int,
+    strategy: tf.distribute.Strategy | None = None, *,
+    checkpoint_dir: str | None = None, save_every: int = 0,
     validation: Validation | None = None,
-    callbacks: Iterable[keras.callbacks.Callback] = (),
-    log_every: int = 10,
-    verbose: str | int = "auto",
-    new_pipeline_at: Container[int] | None = None,
-) -> dict[str, list[float]]:
+    callbacks: Iterable[keras.callbacks.Callback] = (), log_every: int = 10,
+    verbose: str | int = "auto", new_pipeline_at: Container[int] | None = None,
+) -> dict[str, list[float]]:  # fmt: skip
     """Trains a compiled model; returns {"loss": [...], "val_...": [...]}.
 
     The history holds one value per epoch run by this call (reduced across

@@ -82,14 +82,10 @@ class RunDirectory:
     """
 
     def __init__(
-        self,
-        path: str,
-        config: Mapping[str, Any],
-        owned: Iterable[str] = (),
-        overwrite: bool = False,
-        read_only: bool = False,
+        self, path: str, config: Mapping[str, Any], owned: Iterable[str] = (),
+        overwrite: bool = False, read_only: bool = False,
         upgrade: Callable[[Any], Mapping[str, Any]] | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.path = path
         self.config = _normalise(config)
         self.owned = tuple(owned)

@@ -163,27 +163,11 @@ class HistoryCsv(keras.callbacks.Callback):
 
 
 def fit(
-    model_fn,
-    train_data,
-    run_dir,
-    *,
-    epochs,
-    batch_size,
-    seed,
-    strategy,
-    best_file,
-    save_weights_only=False,
-    dev_data=None,
-    dev_batch_size=64,
-    error_counts=None,
-    early_stopping=None,
-    max_steps_per_epoch=None,
-    summary_dir=None,
-    callbacks=(),
-    verbose="auto",
-    augment=None,
-    augment_from_epoch=0,
-):
+    model_fn, train_data, run_dir, *, epochs, batch_size, seed, strategy, best_file,
+    save_weights_only=False, dev_data=None, dev_batch_size=64, error_counts=None,
+    early_stopping=None, max_steps_per_epoch=None, summary_dir=None, callbacks=(),
+    verbose="auto", augment=None, augment_from_epoch=0,
+):  # fmt: skip
     """Trains `model_fn()` on this worker's `train_data`; returns (model, history).
 
     The history is {"loss": [...], "val_loss": [...], ...} of the epochs this

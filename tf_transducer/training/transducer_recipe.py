@@ -121,14 +121,10 @@ def _compile(model: Any, config: RunConfig, steps: int) -> None:
 
 
 def train(
-    config: RunConfig,
-    checkpoint_dir: str,
-    *,
-    strategy: Any = None,
-    overwrite: bool = False,
-    callbacks: Sequence[keras.callbacks.Callback] = (),
+    config: RunConfig, checkpoint_dir: str, *, strategy: Any = None,
+    overwrite: bool = False, callbacks: Sequence[keras.callbacks.Callback] = (),
     verbose: str | int = "auto",
-) -> tuple[Any, Any, dict[str, list[float]] | None]:
+) -> tuple[Any, Any, dict[str, list[float]] | None]:  # fmt: skip
     """Trains the run a RunConfig describes; returns (model, text encoder, history).
 
     The history is None when the run in checkpoint_dir had finished earlier.
