@@ -12,7 +12,10 @@ import pytest
 import tensorflow as tf
 
 import tf_transducer as tt
-from tf_transducer.ops import rnnt, rnnt_joint, rnnt_pruned, rnnt_smoothed
+from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt_joint
+from tf_transducer.ops import rnnt_pruned
+from tf_transducer.ops import rnnt_smoothed
 
 B, T, C, J = 3, 5, 6, 4
 FRAMES = np.array([5, 3, 1])

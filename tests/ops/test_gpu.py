@@ -17,7 +17,10 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import tf_transducer as tt
-from tf_transducer.ops import _loader, rnnt, rnnt_joint, rnnt_pruned
+from tf_transducer.ops import _loader
+from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt_joint
+from tf_transducer.ops import rnnt_pruned
 
 GPU_OPS = [
     "TfTransducerMutualInformation",

@@ -7,11 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transducer.ops.neural_transducer import (
-    aligned_log_probs,
-    aligned_targets,
-    best_block_alignment,
-)
+from tf_transducer.ops.neural_transducer import aligned_log_probs
+from tf_transducer.ops.neural_transducer import aligned_targets
+from tf_transducer.ops.neural_transducer import best_block_alignment
 
 E = 0  # the <e> symbol in these tests
 
@@ -133,7 +131,8 @@ def test_bad_values_name_the_argument(labels, lengths, blocks, message):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_edit_distance_equals_tf_edit_distance_also_under_xla(seed):
-    from tf_transducer.ops.neural_transducer import edit_distance, left_aligned
+    from tf_transducer.ops.neural_transducer import edit_distance
+    from tf_transducer.ops.neural_transducer import left_aligned
 
     rng = np.random.default_rng(seed)
     B, L1, L2 = 5, int(rng.integers(0, 7)), int(rng.integers(0, 7))

@@ -6,8 +6,11 @@ import pytest
 import tensorflow as tf
 
 import tf_transducer as tt
-from tests.ops.rnnt_reference import numerical_gradient, rnnt_loss_reference
-from tf_transducer.ops import rnnt, rnnt_pruned, rnnt_smoothed
+from tests.ops.rnnt_reference import numerical_gradient
+from tests.ops.rnnt_reference import rnnt_loss_reference
+from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt_pruned
+from tf_transducer.ops import rnnt_smoothed
 
 TYPES = ["regular", "modified", "constrained"]
 

@@ -8,10 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.ops.test_rnnt_joint import ACTIVATIONS, TYPES, problem, unfused
-from tf_transducer.ops import rnnt, rnnt_joint, rnnt_joint_tf
+from tests.ops.test_rnnt_joint import ACTIVATIONS
+from tests.ops.test_rnnt_joint import TYPES
+from tests.ops.test_rnnt_joint import problem
+from tests.ops.test_rnnt_joint import unfused
+from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt_joint
+from tf_transducer.ops import rnnt_joint_tf
 from tf_transducer.ops.rnnt_joint import rnnt_loss_joint
-from tf_transducer.ops.rnnt_joint_tf import chunk_frames, joint_scores_tf
+from tf_transducer.ops.rnnt_joint_tf import chunk_frames
+from tf_transducer.ops.rnnt_joint_tf import joint_scores_tf
 
 # Padded batches: a sequence with no labels, one with a single frame.
 LENGTHS = dict(logit_lengths=[7, 5, 1], label_lengths=[4, 2, 0])

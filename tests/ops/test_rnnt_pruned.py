@@ -8,12 +8,11 @@ import pytest
 import tensorflow as tf
 
 import tf_transducer as tt
-from tests.ops.rnnt_reference import (
-    log_softmax,
-    prune_ranges_reference,
-    pruned_logprobs_reference,
-)
-from tf_transducer.ops import rnnt, rnnt_pruned
+from tests.ops.rnnt_reference import log_softmax
+from tests.ops.rnnt_reference import prune_ranges_reference
+from tests.ops.rnnt_reference import pruned_logprobs_reference
+from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt_pruned
 
 TYPES = ["regular", "modified", "constrained"]
 

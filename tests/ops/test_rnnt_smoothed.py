@@ -7,7 +7,8 @@ import tensorflow as tf
 
 from tests.ops.mi_reference import mi_reference
 from tests.ops.rnnt_reference import smoothed_logprobs_reference
-from tf_transducer.ops import rnnt, rnnt_smoothed
+from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt_smoothed
 
 TYPES = ["regular", "modified", "constrained"]
 

@@ -18,7 +18,8 @@ import tensorflow as tf  # noqa: E402
 tf.config.threading.set_intra_op_parallelism_threads(3)
 tf.config.threading.set_inter_op_parallelism_threads(3)
 
-from tests.ops.test_mutual_information import random_case, run  # noqa: E402
+from tests.ops.test_mutual_information import random_case  # noqa: E402
+from tests.ops.test_mutual_information import run  # noqa: E402
 
 # (B, S, T): 1 sequence in 3 bands, 2 sequences in 2 bands each; every case
 # has at least 2^20 cells per sequence, the kernel's wavefront threshold.

@@ -4,7 +4,8 @@
 One loss per module, on the shared base of `tf_transducer.losses.base`.
 """
 
-from tf_transducer.losses.ctc import CtcLoss, ctc_feasible
+from tf_transducer.losses.ctc import CtcLoss
+from tf_transducer.losses.ctc import ctc_feasible
 from tf_transducer.losses.fused import FusedRnntLoss
 from tf_transducer.losses.lattice import RecognitionLatticeLoss
 from tf_transducer.losses.neural_transducer import NeuralTransducerLoss

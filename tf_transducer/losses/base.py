@@ -10,14 +10,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    clamp_value,
-    first_bad,
-    real_number,
-    require,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import clamp_value
+from tf_transducer._checks import first_bad
+from tf_transducer._checks import real_number
+from tf_transducer._checks import require
 from tf_transducer.ops import rnnt
 
 REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "none", None)

@@ -6,12 +6,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    finite_or_neg_inf,
-)
-from tf_transducer.losses.base import LabelSequenceLoss, check_blank
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import finite_or_neg_inf
+from tf_transducer.losses.base import LabelSequenceLoss
+from tf_transducer.losses.base import check_blank
 
 
 def ctc_feasible(

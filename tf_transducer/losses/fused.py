@@ -7,11 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    require,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import require
 from tf_transducer.losses.base import TransducerLoss
 from tf_transducer.ops import rnnt_joint
 

@@ -7,9 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-)
+from tf_transducer._checks import TensorLike
 from tf_transducer.losses.base import LabelSequenceLoss
 
 

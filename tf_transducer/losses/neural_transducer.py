@@ -7,10 +7,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
 from tf_transducer.losses.base import LabelSequenceLoss
 from tf_transducer.ops import neural_transducer as nt_ops
 

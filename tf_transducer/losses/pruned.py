@@ -7,12 +7,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    real_number,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import real_number
 from tf_transducer.losses.base import TransducerLoss
-from tf_transducer.ops import rnnt, rnnt_pruned, rnnt_smoothed
+from tf_transducer.ops import rnnt
+from tf_transducer.ops import rnnt_pruned
+from tf_transducer.ops import rnnt_smoothed
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")

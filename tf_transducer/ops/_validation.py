@@ -11,17 +11,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    finite_or_neg_inf,
-    first_bad,
-    float_tensor,
-    in_xla_context,
-    integer_tensor,
-    real_number,
-    require,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import finite_or_neg_inf
+from tf_transducer._checks import first_bad
+from tf_transducer._checks import float_tensor
+from tf_transducer._checks import in_xla_context
+from tf_transducer._checks import integer_tensor
+from tf_transducer._checks import real_number
+from tf_transducer._checks import require
 
 _FLOAT_DTYPES = (tf.float32, tf.float64)
 

@@ -18,8 +18,10 @@ which is the gradient of sum(scores); the registered gradient only scales it.
 
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, in_xla_context
-from tf_transducer.ops import _loader, _validation
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import in_xla_context
+from tf_transducer.ops import _loader
+from tf_transducer.ops import _validation
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
 
 _OP_NAME = "TfTransducerMutualInformation"

@@ -23,14 +23,12 @@ including <e>), labels [B, U], label_lengths [B], num_blocks [B].
 
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    first_bad,
-    in_xla_context,
-    integer_tensor,
-    require,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import first_bad
+from tf_transducer._checks import in_xla_context
+from tf_transducer._checks import integer_tensor
+from tf_transducer._checks import require
 
 NEG_INF = float("-inf")
 

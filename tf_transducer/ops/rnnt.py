@@ -35,31 +35,39 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, clamp_value, in_xla_context, real_number
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import clamp_value
+from tf_transducer._checks import in_xla_context
+from tf_transducer._checks import real_number
 from tf_transducer.ops import _loader
-from tf_transducer.ops._validation import (  # noqa: F401 (RNNT_TYPES, REDUCTIONS)
-    REDUCTIONS,
-    RNNT_TYPES,
-    _check_boundary,
-    _check_logits,
-    _check_options,
-    _dim,
-    default_boundary,
-)
+from tf_transducer.ops._validation import REDUCTIONS
+from tf_transducer.ops._validation import RNNT_TYPES
+from tf_transducer.ops._validation import _check_boundary
+from tf_transducer.ops._validation import _check_logits
+from tf_transducer.ops._validation import _check_options
+from tf_transducer.ops._validation import _dim
+from tf_transducer.ops._validation import default_boundary
 from tf_transducer.ops.mutual_information import mutual_information_recursion
-from tf_transducer.ops.rnnt_lattice import (  # noqa: F401 (boundary_from_lengths)
-    _NEG_INF,
-    _add_delay_penalty,
-    _finish_logprobs,
-    _mi_dtype,
-    _reduce,
-    _resolve_boundary,
-    boundary_from_lengths,
-)
-from tf_transducer.ops.rnnt_simple import (  # noqa: F401 (re-exported)
-    get_rnnt_logprobs,
-    rnnt_loss_simple,
-)
+from tf_transducer.ops.rnnt_lattice import _NEG_INF
+from tf_transducer.ops.rnnt_lattice import _add_delay_penalty
+from tf_transducer.ops.rnnt_lattice import _finish_logprobs
+from tf_transducer.ops.rnnt_lattice import _mi_dtype
+from tf_transducer.ops.rnnt_lattice import _reduce
+from tf_transducer.ops.rnnt_lattice import _resolve_boundary
+from tf_transducer.ops.rnnt_lattice import boundary_from_lengths
+from tf_transducer.ops.rnnt_simple import get_rnnt_logprobs
+from tf_transducer.ops.rnnt_simple import rnnt_loss_simple
+
+# The public names, those of rnnt_lattice and rnnt_simple included.
+__all__ = [
+    "REDUCTIONS",
+    "RNNT_TYPES",
+    "boundary_from_lengths",
+    "get_rnnt_logprobs",
+    "get_rnnt_logprobs_joint",
+    "rnnt_loss",
+    "rnnt_loss_simple",
+]
 
 
 def get_rnnt_logprobs_joint(

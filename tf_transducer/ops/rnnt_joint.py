@@ -26,27 +26,24 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    clamp_value,
-    float_tensor,
-    real_number,
-    require,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import clamp_value
+from tf_transducer._checks import float_tensor
+from tf_transducer._checks import real_number
+from tf_transducer._checks import require
 from tf_transducer.ops import _loader
-from tf_transducer.ops._validation import (
-    _check_boundary,
-    _check_frames,
-    _check_options,
-    _check_symbols,
-    _check_termination,
-    _dim,
-    default_boundary,
-)
+from tf_transducer.ops._validation import _check_boundary
+from tf_transducer.ops._validation import _check_frames
+from tf_transducer.ops._validation import _check_options
+from tf_transducer.ops._validation import _check_symbols
+from tf_transducer.ops._validation import _check_termination
+from tf_transducer.ops._validation import _dim
+from tf_transducer.ops._validation import default_boundary
 from tf_transducer.ops.mutual_information import in_xla_context
 from tf_transducer.ops.rnnt_joint_tf import joint_scores_tf
-from tf_transducer.ops.rnnt_lattice import _reduce, _resolve_boundary
+from tf_transducer.ops.rnnt_lattice import _reduce
+from tf_transducer.ops.rnnt_lattice import _resolve_boundary
 
 ACTIVATIONS = ("tanh", "relu", "identity")
 

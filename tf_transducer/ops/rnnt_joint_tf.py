@@ -37,7 +37,8 @@ import tensorflow as tf
 from tf_transducer._checks import TensorLike
 from tf_transducer.ops._validation import default_boundary
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
-from tf_transducer.ops.rnnt_lattice import _add_delay_penalty, _finish_logprobs
+from tf_transducer.ops.rnnt_lattice import _add_delay_penalty
+from tf_transducer.ops.rnnt_lattice import _finish_logprobs
 
 _NEG_INF = float("-inf")
 

@@ -8,19 +8,15 @@ are described in `tf_transducer.ops.rnnt`.
 
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    first_bad,
-    in_xla_context,
-    integer_tensor,
-    require,
-)
-from tf_transducer.ops._validation import (
-    _check_boundary,
-    _check_boundary_values,
-    _dim,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import first_bad
+from tf_transducer._checks import in_xla_context
+from tf_transducer._checks import integer_tensor
+from tf_transducer._checks import require
+from tf_transducer.ops._validation import _check_boundary
+from tf_transducer.ops._validation import _check_boundary_values
+from tf_transducer.ops._validation import _dim
 from tf_transducer.ops.mutual_information import mutual_information_recursion
 
 _NEG_INF = float("-inf")

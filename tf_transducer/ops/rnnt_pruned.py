@@ -9,36 +9,28 @@ The lattices, rnnt_type and delay_penalty are as in `tf_transducer.ops.rnnt`.
 
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    clamp_value,
-    finite_or_neg_inf,
-    float_tensor,
-    in_xla_context,
-    real_number,
-    require,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import clamp_value
+from tf_transducer._checks import finite_or_neg_inf
+from tf_transducer._checks import float_tensor
+from tf_transducer._checks import in_xla_context
+from tf_transducer._checks import real_number
+from tf_transducer._checks import require
 from tf_transducer.ops import _loader
-from tf_transducer.ops._validation import (
-    _check_boundary,
-    _check_boundary_values,
-    _check_logits,
-    _check_options,
-    _check_ranges,
-    _dim,
-)
-from tf_transducer.ops.rnnt import (
-    _composite_scores,
-    _fused_op_inputs,
-    _gradient_attrs,
-)
-from tf_transducer.ops.rnnt_lattice import (
-    _NEG_INF,
-    _finish_logprobs,
-    _mi_dtype,
-    _reduce,
-)
+from tf_transducer.ops._validation import _check_boundary
+from tf_transducer.ops._validation import _check_boundary_values
+from tf_transducer.ops._validation import _check_logits
+from tf_transducer.ops._validation import _check_options
+from tf_transducer.ops._validation import _check_ranges
+from tf_transducer.ops._validation import _dim
+from tf_transducer.ops.rnnt import _composite_scores
+from tf_transducer.ops.rnnt import _fused_op_inputs
+from tf_transducer.ops.rnnt import _gradient_attrs
+from tf_transducer.ops.rnnt_lattice import _NEG_INF
+from tf_transducer.ops.rnnt_lattice import _finish_logprobs
+from tf_transducer.ops.rnnt_lattice import _mi_dtype
+from tf_transducer.ops.rnnt_lattice import _reduce
 
 
 def _monotonic_lower_bound(x: tf.Tensor) -> tf.Tensor:

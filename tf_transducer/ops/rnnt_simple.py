@@ -7,32 +7,27 @@ and delay_penalty are as in `tf_transducer.ops.rnnt`.
 """
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 import tensorflow as tf
 
-from tf_transducer._checks import (
-    TensorLike,
-    after,
-    finite_or_neg_inf,
-    float_tensor,
-    refuse,
-    require,
-)
-from tf_transducer.ops._validation import (
-    _check_boundary,
-    _check_frames,
-    _check_options,
-    _check_symbols,
-    _check_termination,
-    _dim,
-)
-from tf_transducer.ops.rnnt_lattice import (
-    _NEG_INF,
-    _finish_logprobs,
-    _loss_from_logprobs,
-    _resolve_boundary,
-)
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import finite_or_neg_inf
+from tf_transducer._checks import float_tensor
+from tf_transducer._checks import refuse
+from tf_transducer._checks import require
+from tf_transducer.ops._validation import _check_boundary
+from tf_transducer.ops._validation import _check_frames
+from tf_transducer.ops._validation import _check_options
+from tf_transducer.ops._validation import _check_symbols
+from tf_transducer.ops._validation import _check_termination
+from tf_transducer.ops._validation import _dim
+from tf_transducer.ops.rnnt_lattice import _NEG_INF
+from tf_transducer.ops.rnnt_lattice import _finish_logprobs
+from tf_transducer.ops.rnnt_lattice import _loss_from_logprobs
+from tf_transducer.ops.rnnt_lattice import _resolve_boundary
 
 
 def _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am):
@@ -173,14 +168,15 @@ def _no_row_of_neg_inf(x, used, name, what):
     throughout is -inf - -inf, NaN: refused, naming `name`. used: bool
     [B, R], or None (every row). Returns the check (for `after`).
     """
-    bad = tf.reduce_all(tf.equal(x, _NEG_INF), axis=2)
+    row_max = tf.reduce_max(x, axis=2)  # -inf for a row of -inf alone
+    bad = tf.equal(row_max, _NEG_INF)
     if used is not None:
         bad &= used
     if tf.executing_eagerly() and not bool(tf.reduce_any(bad)):
         return None
     return refuse(
         bad,
-        tf.reduce_max(x, axis=2),
+        row_max,
         f"{name} must hold a value above -inf in every {what} the lattice "
         "reads (a row of -inf has no log-softmax)",
     )

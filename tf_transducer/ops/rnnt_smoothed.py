@@ -9,20 +9,20 @@ the simple loss it smooths is `tf_transducer.ops.rnnt_simple`.
 
 import tensorflow as tf
 
-from tf_transducer._checks import TensorLike, real_number
+from tf_transducer._checks import TensorLike
+from tf_transducer._checks import real_number
 from tf_transducer.ops._validation import _check_options
-from tf_transducer.ops.rnnt_lattice import _finish_logprobs, _loss_from_logprobs
-from tf_transducer.ops.rnnt_simple import (
-    _FLOAT32_SAFE_MIN,
-    _boundary_for_simple,
-    _pad_frames,
-    _simple_inputs,
-    _simple_loss_inputs,
-    _simple_parts,
-    _split_last_row,
-    _tiny,
-    _with_float64_fallback,
-)
+from tf_transducer.ops.rnnt_lattice import _finish_logprobs
+from tf_transducer.ops.rnnt_lattice import _loss_from_logprobs
+from tf_transducer.ops.rnnt_simple import _FLOAT32_SAFE_MIN
+from tf_transducer.ops.rnnt_simple import _boundary_for_simple
+from tf_transducer.ops.rnnt_simple import _pad_frames
+from tf_transducer.ops.rnnt_simple import _simple_inputs
+from tf_transducer.ops.rnnt_simple import _simple_loss_inputs
+from tf_transducer.ops.rnnt_simple import _simple_parts
+from tf_transducer.ops.rnnt_simple import _split_last_row
+from tf_transducer.ops.rnnt_simple import _tiny
+from tf_transducer.ops.rnnt_simple import _with_float64_fallback
 
 
 def get_rnnt_logprobs_smoothed(
