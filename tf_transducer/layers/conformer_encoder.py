@@ -12,19 +12,20 @@ from tf_transducer._checks import check_positive
 from tf_transducer._checks import resolve_lengths
 from tf_transducer._checks import with_attributes
 from tf_transducer.layers._checks import ListLengths
-from tf_transducer.layers._checks import OutputShape
 from tf_transducer.layers._checks import Shape
 from tf_transducer.layers._checks import TracedOutputSpec
-from tf_transducer.layers._checks import ceil_div
 from tf_transducer.layers.conformer_block import ConformerBlock
 from tf_transducer.layers.conformer_block import check_dropout
 from tf_transducer.layers.conformer_block import chunk_attention_mask
 from tf_transducer.layers.conv_subsampling import FACTORS
 from tf_transducer.layers.conv_subsampling import ConvSubsampling
+from tf_transducer.layers.streaming import EncoderShapes
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
+class ConformerEncoder(
+    EncoderShapes, TracedOutputSpec, ListLengths, keras.layers.Layer
+):
     """A streaming Conformer encoder: ConvSubsampling, then ConformerBlocks.
 
     Attention is in chunks of `chunk_size` encoder frames: frame i of chunk
@@ -173,12 +174,6 @@ class ConformerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
         for block in self.blocks:
             x = block(x, lengths, mask, training=training)
         return x, lengths
-
-    def compute_output_shape(
-        self, features_shape: Shape, lengths_shape: Shape | None = None
-    ) -> tuple[OutputShape, OutputShape]:
-        batch, frames = features_shape[0], features_shape[1]
-        return (batch, ceil_div(frames, self.subsampling), self.d_model), (batch,)
 
     def initial_state(self, batch: int) -> list[tf.Tensor]:
         """The zero caches: a list of 2 + 2 * num_layers tensors.

@@ -37,8 +37,7 @@ class Mfcc(SpectralLayer):
     frames differed by 2 in c0 without it). Above the floor the values are
     the Mfcc op's; `dynamic_range_db=None` gives the op's exactly.
 
-    float32 only, under any dtype policy: half-precision FFTs and logs would
-    not keep that accuracy (a mixed-precision model casts the features after).
+    float32 only, under any dtype policy (as `LogMelSpectrogram`).
 
     Args:
       sample_rate: Hz of the input audio.
@@ -51,11 +50,8 @@ class Mfcc(SpectralLayer):
         frame's spectral energy (None: the Mfcc op's 1e-12 floor only).
 
     Call arguments:
-      audio: float [B, N] samples in [-1, 1], padded; finite within each
-        length (NaN or inf there is an InvalidArgumentError, the padding may
-        hold anything). Integer samples are a ValueError: scale int16 PCM
-        by 1 / 32768 first.
-      lengths: optional int [B] samples of each signal (default: N).
+      audio, lengths: as `LogMelSpectrogram`'s (float [B, N] samples in
+        [-1, 1], finite within each length; optional int [B] lengths).
 
     Returns:
       (mfccs [B, T, n_coefficients], frame lengths [B]), 0 past each length.

@@ -31,6 +31,10 @@ from typing import runtime_checkable
 
 import tensorflow as tf
 
+from tf_transducer.layers._checks import OutputShape
+from tf_transducer.layers._checks import Shape
+from tf_transducer.layers._checks import ceil_div
+
 CONTRACT = (
     "units",
     "subsampling",
@@ -55,6 +59,18 @@ class StreamingEncoder(Protocol):
     def step(
         self, features: Any, states: Any, lengths: Any = None
     ) -> tuple[tf.Tensor, list[tf.Tensor]]: ...
+
+
+class EncoderShapes:
+    """Mixin: compute_output_shape of an encoder keeping the contract."""
+
+    def compute_output_shape(
+        self, features_shape: Shape, lengths_shape: Shape | None = None
+    ) -> tuple[OutputShape, OutputShape]:
+        """((B, ceil(T / subsampling), units), (B,)) of features (B, T, F)."""
+        batch, frames = features_shape[0], features_shape[1]
+        units, sub = self.units, self.subsampling  # type: ignore[attr-defined]
+        return (batch, ceil_div(frames, sub), units), (batch,)
 
 
 def check_streaming_encoder(layer: Any, name: str = "encoder") -> None:

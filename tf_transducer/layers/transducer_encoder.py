@@ -12,15 +12,16 @@ from tf_transducer._checks import check_positive
 from tf_transducer._checks import resolve_lengths
 from tf_transducer._checks import with_attributes
 from tf_transducer.layers._checks import ListLengths
-from tf_transducer.layers._checks import OutputShape
 from tf_transducer.layers._checks import Shape
 from tf_transducer.layers._checks import TracedOutputSpec
-from tf_transducer.layers._checks import ceil_div
 from tf_transducer.layers.frame_stacking import FrameStacking
+from tf_transducer.layers.streaming import EncoderShapes
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
-class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
+class TransducerEncoder(
+    EncoderShapes, TracedOutputSpec, ListLengths, keras.layers.Layer
+):
     """Stacks `stack` frames (keeping every stack-th), then unidirectional LSTMs.
 
     Streaming by construction: output frame j sees input frames up to
@@ -89,12 +90,6 @@ class TransducerEncoder(TracedOutputSpec, ListLengths, keras.layers.Layer):
             x, _, _ = lstm(x, mask=mask, training=training)
             x = dropout(x, training=training)
         return x, lengths
-
-    def compute_output_shape(
-        self, features_shape: Shape, lengths_shape: Shape | None = None
-    ) -> tuple[OutputShape, OutputShape]:
-        batch, frames = features_shape[0], features_shape[1]
-        return (batch, ceil_div(frames, self.stack), self.units), (batch,)
 
     # The streaming-encoder contract (tf_transducer.layers.streaming).
     left_context: int | None = None  # an LSTM frame sees its whole past
