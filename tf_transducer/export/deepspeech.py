@@ -138,9 +138,7 @@ class DeepSpeechStream:
 
     Args:
       export_dir: a folder written by `export_deepspeech`.
-      quantization: None (the export's mode, `.quantization`) or the mode
-        expected: another is an error (as every runner: `open_export`).
-      num_threads: interpreter threads.
+      quantization, num_threads: as `open_export`'s (None: the export's mode).
 
     Use `feed(audio)` with mono float32 chunks (any sizes) in [-1, 1] (int16
     is scaled by 1 / 32768) at the export's sample rate, then `finish()`;

@@ -125,9 +125,7 @@ class NeuralTransducerStream:
 
     Args:
       export_dir: a folder written by `export_neural_transducer`.
-      quantization: None (the export's mode, `.quantization`) or the mode
-        expected: another is an error (as every runner: `open_export`).
-      num_threads: interpreter threads.
+      quantization, num_threads: as `open_export`'s (None: the export's mode).
 
     Raises:
       FileNotFoundError: no export.json or program.

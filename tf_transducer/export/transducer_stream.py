@@ -89,9 +89,7 @@ class TransducerStream:
 
     Args:
       export_dir: a folder written by `export_transducer`.
-      quantization: None (the export's mode, `.quantization`) or the mode
-        expected: another is an error (as every runner: `open_export`).
-      num_threads: interpreter threads.
+      quantization, num_threads: as `open_export`'s (None: the export's mode).
       max_symbols_per_frame: of the greedy search.
 
     Audio is mono float32 in [-1, 1] (int16 is scaled by 1 / 32768) at the

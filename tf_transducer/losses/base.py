@@ -206,17 +206,10 @@ class TransducerLoss(LabelSequenceLoss):
     """
 
     def __init__(
-        self,
-        blank: int,
-        rnnt_type: str,
-        delay_penalty: float,
-        pad_id: int,
-        reduction: str | None,
-        name: str,
-        dtype: str | keras.DTypePolicy | None,
-        clamp: float = -1.0,
-        fastemit_lambda: float = 0.0,
-    ) -> None:
+        self, blank: int, rnnt_type: str, delay_penalty: float, pad_id: int,
+        reduction: str | None, name: str, dtype: str | keras.DTypePolicy | None,
+        clamp: float = -1.0, fastemit_lambda: float = 0.0,
+    ) -> None:  # fmt: skip
         super().__init__(pad_id, reduction, name, dtype)
         check_blank(blank, pad_id)
         if rnnt_type not in rnnt.RNNT_TYPES:

@@ -56,14 +56,10 @@ class CtcLoss(LabelSequenceLoss):
     """
 
     def __init__(
-        self,
-        blank: int = 0,
-        pad_id: int = -1,
-        zero_infinity: bool = False,
-        reduction: str | None = "sum_over_batch_size",
-        name: str = "ctc_loss",
+        self, blank: int = 0, pad_id: int = -1, zero_infinity: bool = False,
+        reduction: str | None = "sum_over_batch_size", name: str = "ctc_loss",
         dtype: str | keras.DTypePolicy | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__(pad_id, reduction, name, dtype)
         check_blank(blank, pad_id)
         self.blank = blank

@@ -71,18 +71,11 @@ class FusedRnntLoss(TransducerLoss):
     _KEYS = ("encoder", "decoder", "joiner")
 
     def __init__(
-        self,
-        blank: int = 0,
-        rnnt_type: str = "regular",
-        delay_penalty: float = 0.0,
-        pad_id: int = -1,
-        clamp: float = -1.0,
-        fastemit_lambda: float = 0.0,
-        reduction: str | None = "sum_over_batch_size",
-        name: str = "fused_rnnt_loss",
-        dtype: str | keras.DTypePolicy | None = None,
-        allow_tf32: bool = False,
-    ) -> None:
+        self, blank: int = 0, rnnt_type: str = "regular", delay_penalty: float = 0.0,
+        pad_id: int = -1, clamp: float = -1.0, fastemit_lambda: float = 0.0,
+        reduction: str | None = "sum_over_batch_size", name: str = "fused_rnnt_loss",
+        dtype: str | keras.DTypePolicy | None = None, allow_tf32: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__(
             blank,
             rnnt_type,

@@ -40,14 +40,11 @@ class NeuralTransducerLoss(LabelSequenceLoss):
     """
 
     def __init__(
-        self,
-        transducer_max_width: int,
-        e_symbol_index: int,
-        pad_id: int = -1,
+        self, transducer_max_width: int, e_symbol_index: int, pad_id: int = -1,
         reduction: str | None = "sum_over_batch_size",
         name: str = "neural_transducer_loss",
         dtype: str | keras.DTypePolicy | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__(pad_id, reduction, name, dtype)
         if not isinstance(e_symbol_index, int) or e_symbol_index < 0:
             raise ValueError(

@@ -77,22 +77,13 @@ class PrunedRnntLoss(TransducerLoss):
     _KEYS = ("am", "lm", "encoder", "decoder", "joiner")
 
     def __init__(
-        self,
-        s_range: int = 5,
-        simple_loss_scale: float = 0.5,
-        pruned_loss_scale: float = 1.0,
-        lm_only_scale: float = 0.25,
-        am_only_scale: float = 0.0,
-        blank: int = 0,
-        rnnt_type: str = "regular",
-        delay_penalty: float = 0.0,
-        pad_id: int = -1,
-        clamp: float = -1.0,
-        fastemit_lambda: float = 0.0,
-        reduction: str | None = "sum_over_batch_size",
-        name: str = "pruned_rnnt_loss",
-        dtype: str | keras.DTypePolicy | None = None,
-    ) -> None:
+        self, s_range: int = 5, simple_loss_scale: float = 0.5,
+        pruned_loss_scale: float = 1.0, lm_only_scale: float = 0.25,
+        am_only_scale: float = 0.0, blank: int = 0, rnnt_type: str = "regular",
+        delay_penalty: float = 0.0, pad_id: int = -1, clamp: float = -1.0,
+        fastemit_lambda: float = 0.0, reduction: str | None = "sum_over_batch_size",
+        name: str = "pruned_rnnt_loss", dtype: str | keras.DTypePolicy | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(
             blank,
             rnnt_type,

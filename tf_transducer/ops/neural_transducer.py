@@ -67,13 +67,9 @@ def _block_scores(
 
 
 def best_block_alignment(
-    log_probs: TensorLike,
-    labels: TensorLike,
-    label_lengths: TensorLike,
-    num_blocks: TensorLike,
-    max_width: int,
-    e_symbol: int,
-) -> tuple[tf.Tensor, tf.Tensor]:
+    log_probs: TensorLike, labels: TensorLike, label_lengths: TensorLike,
+    num_blocks: TensorLike, max_width: int, e_symbol: int,
+) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
     """The best alignment of each target sequence to its blocks.
 
     Args:

@@ -108,14 +108,9 @@ def get_rnnt_logprobs_joint(
 
 
 def _fused_op_inputs(
-    logits,
-    symbols,
-    termination_symbol,
-    boundary,
-    rnnt_type,
-    delay_penalty,
+    logits, symbols, termination_symbol, boundary, rnnt_type, delay_penalty,
     pruned=False,
-):
+):  # fmt: skip
     """Checked inputs of the fused ops: (logits, symbols, boundary, penalty).
 
     logits [B, T, S + 1, C] (or [B, T, s_range, C] when pruned), as given:
@@ -162,14 +157,10 @@ def _with_clamped_gradient(scores_fn, logits, clamp):
 
 
 def _composite_scores(
-    logprobs_fn: Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]],
-    logits: tf.Tensor,
-    boundary: tf.Tensor | None,
-    rnnt_type: str,
-    delay_penalty: float,
-    clamp: float,
+    logprobs_fn: Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]], logits: tf.Tensor,
+    boundary: tf.Tensor | None, rnnt_type: str, delay_penalty: float, clamp: float,
     fastemit_lambda: float,
-) -> tf.Tensor:
+) -> tf.Tensor:  # fmt: skip
     """The negated scores [B] of logits [B, T, R, C] in pure TF.
 
     This is the XLA path of the fused losses: logprobs_fn(logits) -> (px, py),
@@ -216,18 +207,12 @@ def _gradient_attrs(op):
 
 
 def rnnt_loss(
-    logits: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    boundary: TensorLike | None = None,
-    rnnt_type: str = "regular",
-    delay_penalty: float = 0.0,
-    reduction: str = "mean",
-    logit_lengths: TensorLike | None = None,
-    label_lengths: TensorLike | None = None,
-    clamp: float = -1.0,
-    fastemit_lambda: float = 0.0,
-) -> tf.Tensor:
+    logits: TensorLike, symbols: TensorLike, termination_symbol: int,
+    boundary: TensorLike | None = None, rnnt_type: str = "regular",
+    delay_penalty: float = 0.0, reduction: str = "mean",
+    logit_lengths: TensorLike | None = None, label_lengths: TensorLike | None = None,
+    clamp: float = -1.0, fastemit_lambda: float = 0.0,
+) -> tf.Tensor:  # fmt: skip
     """The RNN-T loss on full joiner logits, fused.
 
     One C++ op computes the log-softmax normalisers, gathers the symbol and

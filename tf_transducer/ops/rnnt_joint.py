@@ -49,15 +49,9 @@ ACTIVATIONS = ("tanh", "relu", "identity")
 
 
 def check_joint_inputs(
-    encoder: TensorLike,
-    predictor: TensorLike,
-    weight: TensorLike,
-    bias: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    rnnt_type: str,
-    activation: str,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    encoder: TensorLike, predictor: TensorLike, weight: TensorLike, bias: TensorLike,
+    symbols: TensorLike, termination_symbol: int, rnnt_type: str, activation: str,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
     """The joint loss's inputs as tensors, checked; errors name the argument.
 
     Returns (encoder, predictor, weight, bias, symbols int64).
@@ -130,23 +124,13 @@ def _rnnt_joint_loss_grad(op, d_scores, *unused_d_statistics):
 
 
 def rnnt_loss_joint(
-    encoder: TensorLike,
-    predictor: TensorLike,
-    weight: TensorLike,
-    bias: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    activation: str = "tanh",
-    boundary: TensorLike | None = None,
-    rnnt_type: str = "regular",
-    delay_penalty: float = 0.0,
-    reduction: str = "mean",
-    logit_lengths: TensorLike | None = None,
-    label_lengths: TensorLike | None = None,
-    clamp: float = -1.0,
-    fastemit_lambda: float = 0.0,
-    allow_tf32: bool = False,
-) -> tf.Tensor:
+    encoder: TensorLike, predictor: TensorLike, weight: TensorLike, bias: TensorLike,
+    symbols: TensorLike, termination_symbol: int, activation: str = "tanh",
+    boundary: TensorLike | None = None, rnnt_type: str = "regular",
+    delay_penalty: float = 0.0, reduction: str = "mean",
+    logit_lengths: TensorLike | None = None, label_lengths: TensorLike | None = None,
+    clamp: float = -1.0, fastemit_lambda: float = 0.0, allow_tf32: bool = False,
+) -> tf.Tensor:  # fmt: skip
     """The RNN-T loss of a joint network's inputs, without its logits.
 
     The same loss as `rnnt_loss(logits, ...)` with

@@ -140,21 +140,11 @@ def _logits(hidden: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
 
 
 def joint_scores_tf(
-    encoder: TensorLike,
-    predictor: TensorLike,
-    weight: TensorLike,
-    bias: TensorLike,
-    symbols: TensorLike,
-    boundary: TensorLike | None = None,
-    *,
-    termination_symbol: int,
-    rnnt_type: str = "regular",
-    activation: str = "tanh",
-    delay_penalty: float = 0.0,
-    clamp: float = -1.0,
-    fastemit_lambda: float = 0.0,
-    chunk_size: int | None = None,
-) -> tf.Tensor:
+    encoder: TensorLike, predictor: TensorLike, weight: TensorLike, bias: TensorLike,
+    symbols: TensorLike, boundary: TensorLike | None = None, *, termination_symbol: int,
+    rnnt_type: str = "regular", activation: str = "tanh", delay_penalty: float = 0.0,
+    clamp: float = -1.0, fastemit_lambda: float = 0.0, chunk_size: int | None = None,
+) -> tf.Tensor:  # fmt: skip
     """Log-likelihood scores [B] of the joint RNN-T loss, in plain TensorFlow.
 
     The scores of the C++ op behind `rnnt_loss_joint` (minus the loss),
@@ -242,17 +232,10 @@ class _Joint:
     """The two passes of `joint_scores_tf` for one call's options."""
 
     def __init__(
-        self,
-        symbols: tf.Tensor,
-        boundary: tf.Tensor,
-        frames: int,
-        blank: int,
-        rnnt_type: str,
-        activation: str,
-        delay_penalty: float,
-        clamp: float,
+        self, symbols: tf.Tensor, boundary: tf.Tensor, frames: int, blank: int,
+        rnnt_type: str, activation: str, delay_penalty: float, clamp: float,
         emit: float,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.symbols = symbols  # int64 [B, S]
         self.boundary = boundary  # int64 [B, 4]
         self.frames = frames

@@ -281,13 +281,9 @@ def _unprune(values: tf.Tensor, begin: tf.Tensor, width: TensorLike) -> tf.Tenso
 
 
 def get_rnnt_logprobs_pruned(
-    logits: TensorLike,
-    symbols: TensorLike,
-    ranges: TensorLike,
-    termination_symbol: int,
-    boundary: TensorLike | None,
-    rnnt_type: str = "regular",
-) -> tuple[tf.Tensor, tf.Tensor]:
+    logits: TensorLike, symbols: TensorLike, ranges: TensorLike,
+    termination_symbol: int, boundary: TensorLike | None, rnnt_type: str = "regular",
+) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
     """px, py from the logits of a pruned joiner.
 
     Args:
@@ -330,17 +326,11 @@ def get_rnnt_logprobs_pruned(
 
 
 def rnnt_loss_pruned(
-    logits: TensorLike,
-    symbols: TensorLike,
-    ranges: TensorLike,
-    termination_symbol: int,
-    boundary: TensorLike | None = None,
-    rnnt_type: str = "regular",
-    delay_penalty: float = 0.0,
-    reduction: str = "mean",
-    clamp: float = -1.0,
-    fastemit_lambda: float = 0.0,
-) -> tf.Tensor:
+    logits: TensorLike, symbols: TensorLike, ranges: TensorLike,
+    termination_symbol: int, boundary: TensorLike | None = None,
+    rnnt_type: str = "regular", delay_penalty: float = 0.0, reduction: str = "mean",
+    clamp: float = -1.0, fastemit_lambda: float = 0.0,
+) -> tf.Tensor:  # fmt: skip
     """The RNN-T loss on a pruned joiner's logits [B, T, s_range, C], fused.
 
     A C++ op as for `rnnt_loss` (the pruned-away (frame, symbol) pairs are

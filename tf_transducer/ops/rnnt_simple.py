@@ -44,13 +44,9 @@ def _boundary_for_simple(boundary, logit_lengths, label_lengths, lm, am):
 
 
 def get_rnnt_logprobs(
-    lm: TensorLike,
-    am: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    rnnt_type: str = "regular",
-    boundary: TensorLike | None = None,
-) -> tuple[tf.Tensor, tf.Tensor]:
+    lm: TensorLike, am: TensorLike, symbols: TensorLike, termination_symbol: int,
+    rnnt_type: str = "regular", boundary: TensorLike | None = None,
+) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
     """px, py of the "simple" RNN-T, whose joiner is lm + am.
 
     The log-probs are log_softmax(lm[b, s] + am[b, t]) at the symbol and at
@@ -115,13 +111,9 @@ def _pad_frames(x, rnnt_type):
 
 
 def _simple_inputs(
-    lm: TensorLike,
-    am: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    rnnt_type: str,
-    boundary: TensorLike | None,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor | None]:
+    lm: TensorLike, am: TensorLike, symbols: TensorLike, termination_symbol: int,
+    rnnt_type: str, boundary: TensorLike | None,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor | None]:  # fmt: skip
     """Checked (lm, am, symbols, used rows) of the simple log-probs.
 
     lm and am come back as float32 (half precision in) or float64; the used
@@ -300,18 +292,11 @@ def _simple_parts(lm, am, symbols, termination_symbol, rnnt_type):
 
 
 def rnnt_loss_simple(
-    lm: TensorLike,
-    am: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    boundary: TensorLike | None = None,
-    rnnt_type: str = "regular",
-    delay_penalty: float = 0.0,
-    reduction: str = "mean",
-    return_grad: bool = False,
-    logit_lengths: TensorLike | None = None,
-    label_lengths: TensorLike | None = None,
-) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+    lm: TensorLike, am: TensorLike, symbols: TensorLike, termination_symbol: int,
+    boundary: TensorLike | None = None, rnnt_type: str = "regular",
+    delay_penalty: float = 0.0, reduction: str = "mean", return_grad: bool = False,
+    logit_lengths: TensorLike | None = None, label_lengths: TensorLike | None = None,
+) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:  # fmt: skip
     """RNN-T loss whose joiner is addition: log_softmax(lm[b, s] + am[b, t]).
 
     Args:

@@ -26,15 +26,10 @@ from tf_transducer.ops.rnnt_simple import _with_float64_fallback
 
 
 def get_rnnt_logprobs_smoothed(
-    lm: TensorLike,
-    am: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    lm_only_scale: float = 0.1,
-    am_only_scale: float = 0.1,
-    boundary: TensorLike | None = None,
-    rnnt_type: str = "regular",
-) -> tuple[tf.Tensor, tf.Tensor]:
+    lm: TensorLike, am: TensorLike, symbols: TensorLike, termination_symbol: int,
+    lm_only_scale: float = 0.1, am_only_scale: float = 0.1,
+    boundary: TensorLike | None = None, rnnt_type: str = "regular",
+) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
     """px, py of the simple RNN-T, smoothed with LM-only and AM-only terms.
 
     Each log-prob is the mix
@@ -92,14 +87,9 @@ def get_rnnt_logprobs_smoothed(
 
 
 def _smoothed_logprobs(
-    lm: tf.Tensor,
-    am: tf.Tensor,
-    symbols: tf.Tensor,
-    termination_symbol: int,
-    rnnt_type: str,
-    used_rows: tf.Tensor | None,
-    scales: tuple[float, float, float],
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    lm: tf.Tensor, am: tf.Tensor, symbols: tf.Tensor, termination_symbol: int,
+    rnnt_type: str, used_rows: tf.Tensor | None, scales: tuple[float, float, float],
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
     """(px, py, fits) of get_rnnt_logprobs_smoothed for checked inputs.
 
     used_rows: bool [B, S + 1] or None (all); scales = (combined, lm-only,
@@ -160,20 +150,12 @@ def _smoothed_logprobs(
 
 
 def rnnt_loss_smoothed(
-    lm: TensorLike,
-    am: TensorLike,
-    symbols: TensorLike,
-    termination_symbol: int,
-    lm_only_scale: float = 0.1,
-    am_only_scale: float = 0.1,
-    boundary: TensorLike | None = None,
-    rnnt_type: str = "regular",
-    delay_penalty: float = 0.0,
-    reduction: str = "mean",
-    return_grad: bool = False,
-    logit_lengths: TensorLike | None = None,
-    label_lengths: TensorLike | None = None,
-) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+    lm: TensorLike, am: TensorLike, symbols: TensorLike, termination_symbol: int,
+    lm_only_scale: float = 0.1, am_only_scale: float = 0.1,
+    boundary: TensorLike | None = None, rnnt_type: str = "regular",
+    delay_penalty: float = 0.0, reduction: str = "mean", return_grad: bool = False,
+    logit_lengths: TensorLike | None = None, label_lengths: TensorLike | None = None,
+) -> tf.Tensor | tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:  # fmt: skip
     """The simple RNN-T loss on `get_rnnt_logprobs_smoothed`'s log-probs.
 
     Args and Returns as `rnnt_loss_simple`, plus lm_only_scale and
