@@ -24,9 +24,11 @@ import json
 import os
 import subprocess
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
-from benchmarks import _harness, peak_rss
+from benchmarks import _harness
+from benchmarks import peak_rss
 
 SHAPES = [(8, 150, 40, 500, 256), (4, 300, 80, 1024, 512), (2, 500, 100, 4096, 640)]
 DTYPES = ("float32", "bfloat16")

@@ -27,10 +27,13 @@ Usage: python -m benchmarks.bench_rnnt_loss [--rounds 10]
 import os
 import platform
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 from benchmarks import _harness  # noqa: E402
-from benchmarks.rnnt_cases import IMPLS, SHAPES, loss_function  # noqa: E402
+from benchmarks.rnnt_cases import IMPLS  # noqa: E402
+from benchmarks.rnnt_cases import SHAPES  # noqa: E402
+from benchmarks.rnnt_cases import loss_function  # noqa: E402
 
 ROUNDS = flags.DEFINE_integer("rounds", 10, "Timings per configuration.", lower_bound=3)
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'impl,B,T,U,V'.")
