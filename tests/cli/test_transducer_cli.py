@@ -296,28 +296,35 @@ def test_conformer_trains_on_a_librispeech_tree_and_streams(tmp_path):
     conformer = dict(encoder="conformer", conformer_dim=16, conformer_layers=2,
                      conformer_heads=2, subsampling=4, chunk_size=2,
                      left_context=4, chunk_sizes="1,2", lr_warmup_epochs=1)  # fmt: skip
-    flags = dict(SMALL, train_files=corpus, epochs=2, checkpoint_dir=run_dir)
+    lstm_only = ("encoder_units",)  # refused with --encoder conformer, tried below
+    flags = {k: v for k, v in SMALL.items() if k not in lstm_only}
+    flags.update(train_files=corpus, epochs=2, checkpoint_dir=run_dir)
     result = ok(run("train", **flags, **conformer))
     assert "training stopped: all 2 epochs" in result.stdout
     saved = json.loads((run_dir / "run.json").read_text())
-    model = saved["config"]["model"]
-    assert (model["encoder"], model["chunk_sizes"], model["left_context"]) == (
-        "conformer", [1, 2], 4,
+    encoder = saved["config"]["model"]["encoder"]
+    assert (encoder["class_name"], encoder["chunk_sizes"], encoder["left_context"]) == (
+        "ConformerEncoder", [1, 2], 4,
     )  # fmt: skip
     assert saved["config"]["data"]["train_files"] == [str(corpus)]
     ok(run("export", checkpoint_dir=run_dir, export_dir=export_dir))
     meta = json.loads((export_dir / "export.json").read_text())
-    assert (meta["encoder_kind"], meta["chunk_size"], meta["left_context"]) == (
-        "conformer", 2, 4,
+    assert (meta["encoder"], meta["chunk_size"], meta["left_context"]) == (
+        "ConformerEncoder", 2, 4,
     )  # fmt: skip
     assert meta["chunk_frames"] == 8
     clip = chapter / "84-121123-0000.flac"
     streamed = ok(run("transcribe", export_dir=export_dir, wav=clip)).stdout
     want = TransducerStream(str(export_dir)).transcribe(load_audio(str(clip), 8000))
     assert streamed.strip() == want.strip()
+    heads = (
+        "model.encoder .ConformerEncoder.: num_heads must divide d_model, got "
+        "num_heads=3 for d_model=16 .set by --conformer_dim, --conformer_heads."
+    )
     for extra, message in [
         (dict(encoder="lstm", chunk_size=2), "--chunk_size is for --encoder conformer"),
-        (dict(conformer, conformer_heads=3), "--conformer_dim .16. must be a multiple"),
+        (dict(conformer, encoder_units=16), "--encoder_units is for --encoder lstm"),
+        (dict(conformer, conformer_heads=3), heads),
         (dict(conformer, chunk_sizes="1,x"), "--chunk_sizes must be positive ints"),
     ]:
         result = run("train", **dict(flags, checkpoint_dir=tmp_path / "bad"), **extra)

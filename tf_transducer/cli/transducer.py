@@ -21,6 +21,7 @@ on one.
 """
 
 import os
+import re
 
 from absl import app
 from absl import flags
@@ -240,6 +241,22 @@ def model_settings():
     return given
 
 
+def naming_model_flags(message):
+    """A model error with the shorthand flags that set its values named.
+
+    "model.encoder (ConformerEncoder): num_heads must divide d_model, ..."
+    given --conformer_heads gains "(set by --conformer_heads)".
+    """
+    named = [
+        f"--{name}"
+        for name, (part, argument, *_) in MODEL_FLAGS.items()
+        if FLAGS[name].present
+        and message.startswith(f"model.{part}")
+        and re.search(rf"\b{argument}\b", message)
+    ]
+    return f"{message} (set by {', '.join(named)})" if named else message
+
+
 def run_config():
     """The RunConfig of the command line (--config, the flags, --set)."""
     config = config_from_flags(RunConfig, model_settings())
@@ -289,13 +306,16 @@ def main(argv):
         if not FLAGS.checkpoint_dir:
             raise CliError("--checkpoint_dir is needed to train")
         config = run_config()
-        recipe.train(
-            config,
-            FLAGS.checkpoint_dir,
-            strategy=strategy_from_environment(FLAGS.distribution),
-            overwrite=FLAGS.overwrite,
-            verbose="auto",  # a progress bar on a terminal, else epoch lines
-        )
+        try:
+            recipe.train(
+                config,
+                FLAGS.checkpoint_dir,
+                strategy=strategy_from_environment(FLAGS.distribution),
+                overwrite=FLAGS.overwrite,
+                verbose="auto",  # a progress bar on a terminal, else epoch lines
+            )
+        except ValueError as error:
+            raise CliError(naming_model_flags(str(error))) from None
     elif command == "evaluate":
         model, encoder = recipe.load_checkpoint(FLAGS.checkpoint_dir)
         features = saved_features(FLAGS.checkpoint_dir)
