@@ -29,6 +29,7 @@ import tensorflow as tf  # noqa: E402
 import tf_transducer as tt  # noqa: E402
 from tests.ops.mi_reference import mi_reference  # noqa: E402
 from tests.ops.rnnt_reference import rnnt_loss_reference  # noqa: E402
+from tests.ops.tdt_reference import tdt_loss_reference  # noqa: E402
 
 
 class Case:
@@ -1413,6 +1414,64 @@ def corpus_cases(rng, i):
     return Case(kind, lambda: tt.data.corpus_utterances(path), False, [f"{path}:1:"])
 
 
+def tdt_cases(rng, i):
+    B, T, S, C = 2, int(rng.integers(2, 6)), int(rng.integers(0, 3)), 5
+    durations = [[0, 1, 2], [0, 1, 2, 3, 4], [0, 1, 3]][int(rng.integers(3))]
+    K = len(durations)
+    tokens = rng.normal(size=(B, T, S + 1, C))
+    durs = rng.normal(size=(B, T, S + 1, K))
+    symbols = rng.integers(1, C, (B, S))
+    frames = np.array([T, int(rng.integers(1, T + 1))])
+    labels = np.array([S, int(rng.integers(0, S + 1))])
+    lengths = dict(logit_lengths=frames, label_lengths=labels)
+
+    def loss(tokens=tokens, durs=durs, durations=durations, **kw):
+        kw = {**lengths, "reduction": "none", **kw}
+        return tt.tdt_loss(tokens, durs, symbols, 0, durations, **kw)
+
+    kind = ["legal", "padding_nan", "xla", "labels_C", "nan", "no_one",
+            "unsorted", "k", "long_frames", "no_frames", "omega", "sigma",
+            "blank", "clamp"][i % 14]  # fmt: skip
+    if kind in ("legal", "padding_nan", "xla"):
+        sigma = float(rng.choice([0.0, 0.1]))
+        want = tdt_loss_reference(tokens, durs, symbols, 0, durations, frames, labels,
+                                  sigma)  # fmt: skip
+        if kind == "padding_nan":
+            tokens[1, frames[1] :] = np.nan
+            durs[1, :, labels[1] + 1 :] = np.inf
+        if kind == "xla":
+            traced = tf.function(lambda a, b: loss(a, b, sigma=sigma), jit_compile=True)
+            return Case(kind, lambda: traced(tokens, durs), check=close(want))
+        return Case(kind, lambda: loss(sigma=sigma), check=close(want))
+    if kind == "labels_C":
+        symbols[0, :] = C
+        return Case(kind, loss, S == 0, ["symbols"], check=finite)
+    if kind == "nan":
+        tokens[0, 0, 0, int(rng.integers(C))] = np.nan
+        return Case(kind, loss, False, ["token_logits"])
+    if kind == "no_one":
+        return Case(kind, lambda: loss(durations=[0, 2, 3][:K]), False, ["durations"])
+    if kind == "unsorted":
+        return Case(kind, lambda: loss(durations=durations[::-1]), False, ["durations"])
+    if kind == "k":
+        return Case(kind, lambda: loss(durs=durs[..., :-1]), False, ["duration_logits"])
+    if kind == "long_frames":
+        return Case(kind, lambda: loss(logit_lengths=frames + T), False,
+                    ["logit_lengths"])  # fmt: skip
+    if kind == "no_frames":
+        return Case(kind, lambda: loss(logit_lengths=frames * 0), False,
+                    ["logit_lengths"])  # fmt: skip
+    if kind == "omega":
+        return Case(kind, lambda: loss(omega=float(rng.choice([-0.5, 2.0, np.nan]))),
+                    False, ["omega"])  # fmt: skip
+    if kind == "sigma":
+        return Case(kind, lambda: loss(sigma=float("inf")), False, ["sigma"])
+    if kind == "blank":
+        return Case(kind, lambda: tt.tdt_loss(tokens, durs, symbols, C, durations),
+                    False, ["blank"])  # fmt: skip
+    return Case(kind, lambda: loss(clamp=float("nan")), False, ["clamp"])
+
+
 FAMILIES = {
     "edges": edge_cases,
     "augment": augment_cases,
@@ -1430,6 +1489,7 @@ FAMILIES = {
     "conformer": conformer_cases,
     "transducer_encoders": transducer_encoder_cases,
     "corpora": corpus_cases,
+    "tdt": tdt_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

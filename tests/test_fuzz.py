@@ -32,6 +32,7 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
     "conformer": 26,
     "transducer_encoders": 24,
     "corpora": 22,
+    "tdt": 28,
 }
 
 

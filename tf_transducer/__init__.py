@@ -50,6 +50,7 @@ from tf_transducer.ops import rnnt_loss_joint
 from tf_transducer.ops import rnnt_loss_pruned
 from tf_transducer.ops import rnnt_loss_simple
 from tf_transducer.ops import rnnt_loss_smoothed
+from tf_transducer.ops import tdt_loss
 
 try:  # one source of truth: the version in pyproject.toml, as installed
     __version__ = _metadata.version("tf_transducer")
@@ -97,4 +98,5 @@ __all__ = [
     "rnnt_loss_pruned",
     "rnnt_loss_simple",
     "rnnt_loss_smoothed",
+    "tdt_loss",
 ]

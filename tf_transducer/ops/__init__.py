@@ -16,6 +16,7 @@ from tf_transducer.ops.rnnt_pruned import get_rnnt_prune_ranges
 from tf_transducer.ops.rnnt_pruned import rnnt_loss_pruned
 from tf_transducer.ops.rnnt_smoothed import get_rnnt_logprobs_smoothed
 from tf_transducer.ops.rnnt_smoothed import rnnt_loss_smoothed
+from tf_transducer.ops.tdt import tdt_loss
 
 __all__ = [
     "OpLibraryError",
@@ -33,4 +34,5 @@ __all__ = [
     "rnnt_loss_pruned",
     "rnnt_loss_simple",
     "rnnt_loss_smoothed",
+    "tdt_loss",
 ]

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// Registration of the fused Token-and-Duration Transducer loss op.
+
+#include "cc/ops/rnnt_op_shapes.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf_transducer {
+
+REGISTER_OP("TfTransducerTdtLoss")
+    .Input("token_logits: T")
+    .Input("duration_logits: T")
+    .Input("symbols: int64")
+    .Input("logit_lengths: int64")
+    .Input("label_lengths: int64")
+    .Output("scores: Tacc")
+    .Output("px_grad: Tacc")
+    .Output("py_grad: Tacc")
+    .Output("normalizers: Tacc")
+    .Output("duration_grad: Tacc")
+    .Attr("T: {half, bfloat16, float, double}")
+    .Attr("Tacc: {float, double} = DT_FLOAT")
+    .Attr("blank: int")
+    .Attr("durations: list(int)")
+    .Attr("sigma: float = 0.0")
+    .Attr("clamp: float = -1.0")
+    .Attr("fastemit_lambda: float = 0.0")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle tokens, durations, symbols, frames, labels, rows;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &tokens));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &durations));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &symbols));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &frames));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &labels));
+      TF_RETURN_IF_ERROR(c->Subshape(tokens, 0, 3, &rows));
+      ShapeHandle duration_rows;
+      TF_RETURN_IF_ERROR(c->Subshape(durations, 0, 3, &duration_rows));
+      TF_RETURN_IF_ERROR(c->Merge(rows, duration_rows, &rows));
+      DimensionHandle batch = c->Dim(rows, 0), s_plus_1 = c->Dim(rows, 2),
+                      num_symbols;
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(symbols, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(frames, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(labels, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Subtract(s_plus_1, 1, &num_symbols));
+      TF_RETURN_IF_ERROR(
+          c->Merge(num_symbols, c->Dim(symbols, 1), &num_symbols));
+      const DimensionHandle frames_dim = c->Dim(rows, 1);
+      c->set_output(0, c->Vector(batch));
+      c->set_output(1, c->MakeShape({batch, num_symbols, frames_dim}));
+      c->set_output(2, c->MakeShape({batch, s_plus_1, frames_dim}));
+      c->set_output(3, c->MakeShape({batch, frames_dim, s_plus_1}));
+      c->set_output(
+          4, c->MakeShape({batch, frames_dim, s_plus_1, c->Dim(durations, 3)}));
+      return Status();
+    })
+    .Doc(R"doc(
+Token-and-Duration Transducer log-likelihood (arXiv 2304.06795), fused: the
+log-softmaxes of the token and duration logits, the forward and backward
+recursions over the lattice and the occupations of its steps, in one call.
+The token logits' gradient is TfTransducerRnntLossGrad (rnnt_type
+"modified") of px_grad, py_grad and normalizers; the duration logits' is
+duration_grad, both times the incoming gradient.
+
+token_logits: [B, T, S + 1, C]; half and bfloat16 are read as such, the maths
+  runs in Tacc.
+duration_logits: [B, T, S + 1, K], K = len(durations), the type of
+  token_logits.
+symbols: [B, S], values in [0, C).
+logit_lengths: [B] frames, in [1, T].
+label_lengths: [B] symbols, in [0, S].
+scores: [B] log P(symbols | logits), minus the loss.
+px_grad: [B, S, T] occupation of the label steps from each node (summed
+  over durations).
+py_grad: [B, S + 1, T] occupation of the blank steps from each node.
+normalizers: [B, T, S + 1] logsumexp of each row of token logits.
+duration_grad: [B, T, S + 1, K] d scores / d duration_logits (FastEmit and
+  clamp applied).
+blank: the blank's class.
+durations: K durations, sorted, distinct, >= 0, with 0 and 1.
+sigma: subtracted from every token log-prob (logit under-normalisation).
+clamp: if > 0, gradient elements are clamped to [-clamp, clamp].
+fastemit_lambda: the gradient through every label step is scaled by
+  (1 + fastemit_lambda); the score is unchanged.
+)doc");
+
+}  // namespace tf_transducer
