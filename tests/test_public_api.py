@@ -150,6 +150,10 @@ LAYERS = {
         make=lambda: tt.layers.TransducerJoiner(V, 8),
         inputs=(FEATURES[:, :5], RNG.normal(size=(2, 4, 3)).astype(np.float32)),
     ),
+    "TransducerJoiner/durations": dict(
+        make=lambda: tt.layers.TransducerJoiner(V, 8, durations=[0, 1, 2, 4]),
+        inputs=(FEATURES[:, :5], RNG.normal(size=(2, 4, 3)).astype(np.float32)),
+    ),
     "NeuralTransducer": dict(
         make=lambda: tt.NeuralTransducer(
             n_out=V,
@@ -258,6 +262,11 @@ def fused_call(loss, y_true, encoder, decoder, lengths):
 LATTICE = LAYERS["RecognitionLattice"]["make"]()
 
 
+def tdt_call(loss, y_true, tokens, durations, lengths):
+    y_pred = dict(token_logits=tokens, duration_logits=durations, logit_lengths=lengths)
+    return loss(y_true, y_pred)
+
+
 def lattice_call(loss, y_true, frames, num_frames):
     return loss(y_true, dict(frames=frames, num_frames=num_frames, lattice=LATTICE))
 
@@ -300,6 +309,30 @@ LOSSES = {
         # more frames (am and encoder), holding garbage
         padding=Padding(1, 5, lambda out: [(out, None)], also=((3, 1, None),)),
         atol=1e-4,
+    ),
+    "TdtLoss": dict(
+        make=lambda **kw: tt.TdtLoss(durations=[0, 1, 2], sigma=0.05, **kw),
+        inputs=(
+            LABELS,
+            LOGITS,
+            RNG.normal(size=(*LOGITS.shape[:3], 3)).astype(np.float32),
+            np.array([LOGITS.shape[1], 3], np.int32),
+        ),
+        call=tdt_call,
+        # more frames, holding garbage
+        padding=Padding(1, 3, lambda out: [(out, None)], also=((2, 1, None),)),
+    ),
+    "TdtLoss/omega+fastemit": dict(
+        make=lambda **kw: tt.TdtLoss(
+            durations=[0, 1, 3], omega=0.3, fastemit_lambda=0.1, clamp=1.0, **kw
+        ),  # fmt: skip
+        inputs=(
+            LABELS,
+            LOGITS,
+            RNG.normal(size=(*LOGITS.shape[:3], 3)).astype(np.float32),
+            np.array([LOGITS.shape[1], 2], np.int32),
+        ),
+        call=tdt_call,
     ),
     "FusedRnntLoss": dict(
         make=tt.FusedRnntLoss,
@@ -365,12 +398,12 @@ def test_loss(name):
 X = (FEATURES, FEATURE_LENGTHS)
 
 
-def transducer(encoder=None, kind="lstm"):
+def transducer(encoder=None, kind="lstm", durations=None):
     return tt.models.Transducer(
         V,
         encoder or tt.layers.TransducerEncoder(8, stack=2),
         tt.layers.PredictionNetwork(V, embedding_dim=4, units=8, kind=kind),
-        tt.layers.TransducerJoiner(V, 8),
+        tt.layers.TransducerJoiner(V, 8, durations=durations),
         feature_dim=6,
     )
 
@@ -390,6 +423,10 @@ MODELS = {
     "Transducer/fused": dict(
         make=transducer,
         loss=tt.FusedRnntLoss,
+    ),
+    "Transducer/tdt": dict(
+        make=lambda: transducer(durations=[0, 1, 2]),
+        loss=lambda: tt.TdtLoss(durations=[0, 1, 2], sigma=0.05),
     ),
     "Transducer/pruned": dict(
         make=lambda: transducer(kind="stateless"),

@@ -36,6 +36,7 @@ from tf_transducer.losses import NeuralTransducerLoss
 from tf_transducer.losses import PrunedRnntLoss
 from tf_transducer.losses import RecognitionLatticeLoss
 from tf_transducer.losses import RnntLoss
+from tf_transducer.losses import TdtLoss
 from tf_transducer.ops import OpLibraryError
 from tf_transducer.ops import do_rnnt_pruning
 from tf_transducer.ops import get_rnnt_logprobs
@@ -75,6 +76,7 @@ __all__ = [
     "RecognitionLattice",
     "RecognitionLatticeLoss",
     "RnntLoss",
+    "TdtLoss",
     "SpecAugment",
     "SpeechDataset",
     "SubwordEncoder",

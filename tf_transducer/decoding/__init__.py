@@ -13,6 +13,8 @@ from tf_transducer.decoding.metrics import word_error_rate
 from tf_transducer.decoding.neural_transducer import neural_transducer_beam_search
 from tf_transducer.decoding.neural_transducer import neural_transducer_greedy_decode
 from tf_transducer.decoding.recognize import recognize
+from tf_transducer.decoding.tdt import tdt_beam_search
+from tf_transducer.decoding.tdt import tdt_greedy_search
 from tf_transducer.decoding.transducer import KerasSteps
 from tf_transducer.decoding.transducer import beam_search
 from tf_transducer.decoding.transducer import greedy_search
@@ -36,6 +38,8 @@ __all__ = [
     "neural_transducer_beam_search",
     "neural_transducer_greedy_decode",
     "recognize",
+    "tdt_beam_search",
+    "tdt_greedy_search",
     "transducer_beam_search",
     "transducer_greedy_decode",
     "word_error_rate",

@@ -14,20 +14,25 @@ log-probabilities of the model (each alignment: the product of its steps).
 
 from typing import TYPE_CHECKING
 from typing import Protocol
-from typing import TypeAlias
 
 import numpy as np
 
 from tf_transducer._checks import TensorLike
+from tf_transducer.decoding._hypotheses import Hyp
+from tf_transducer.decoding._hypotheses import State
+from tf_transducer.decoding._hypotheses import finish
+from tf_transducer.decoding._hypotheses import grow
+from tf_transducer.decoding._hypotheses import rank
+from tf_transducer.decoding._hypotheses import select_rows
+from tf_transducer.decoding._hypotheses import start_hyp
 from tf_transducer.decoding._numeric import log_add
 from tf_transducer.decoding._numeric import log_softmax
-from tf_transducer.decoding.lm import LmContext
 from tf_transducer.decoding.lm import WordScorer
+from tf_transducer.decoding.tdt import tdt_beam_search
+from tf_transducer.decoding.tdt import tdt_greedy_search
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer
-
-State: TypeAlias = list[np.ndarray]
 
 
 class TransducerSteps(Protocol):
@@ -38,15 +43,6 @@ class TransducerSteps(Protocol):
     def predict(self, labels: np.ndarray, state: State) -> tuple[np.ndarray, State]: ...
 
     def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray: ...
-
-
-def _select(mask: np.ndarray, new: State, old: State) -> State:
-    """Per batch row: new where mask, else old (states are lists of arrays)."""
-    out = []
-    for n, o in zip(new, old, strict=True):
-        m = np.reshape(mask, [-1] + [1] * (np.ndim(n) - 1))
-        out.append(np.where(m, n, o))
-    return out
 
 
 class KerasSteps:
@@ -67,6 +63,13 @@ class KerasSteps:
 
     def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.joiner.joint(encoder, decoder))
+
+    def joint_heads(
+        self, encoder: np.ndarray, decoder: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(token logits [B, V], duration logits [B, K]) of a TDT joiner."""
+        tokens, durations = self.model.joiner.joint_heads(encoder, decoder)
+        return np.asarray(tokens), np.asarray(durations)
 
 
 class GreedyState:
@@ -113,7 +116,7 @@ def greedy_continue(
                 search.hyps[b].append(int(best[b]))
             decoder, state = steps.predict(np.where(emit, best, blank), search.state)
             search.decoder = np.where(emit[:, None], decoder, search.decoder)
-            search.state = _select(emit, state, search.state)
+            search.state = select_rows(emit, state, search.state)
             active = emit  # only those that emitted look at the frame again
     return search
 
@@ -142,70 +145,6 @@ def greedy_search(
     return search.hyps, search.scores
 
 
-class _Hyp:
-    __slots__ = ("prefix", "score", "decoder", "state", "lm")
-
-    def __init__(
-        self, prefix: tuple[int, ...], score: float, decoder: np.ndarray, state: State,
-        lm: LmContext,
-    ) -> None:  # fmt: skip
-        self.prefix, self.score = prefix, score
-        self.decoder, self.state = decoder, state
-        self.lm = lm  # LmContext
-
-    def stay(self, score: float) -> "_Hyp":
-        """The same hypothesis (no new label) with another score."""
-        return _Hyp(self.prefix, score, self.decoder, self.state, self.lm.copy())
-
-
-def _rank(hyp: _Hyp, scorer: WordScorer | None, alpha: float, beta: float) -> float:
-    if scorer is None:
-        return hyp.score
-    return hyp.score + alpha * hyp.lm.score + beta * hyp.lm.words
-
-
-def _grow(
-    parents: list[_Hyp],
-    labels: list[int],
-    steps: TransducerSteps,
-    scorer: WordScorer | None,
-) -> list[_Hyp]:
-    """Children hyps (scores to be set) of parents extended by labels, one batch."""
-    state = [
-        np.concatenate([p.state[i] for p in parents])
-        for i in range(len(parents[0].state))
-    ]
-    decoder, state = steps.predict(np.asarray(labels, np.int32), state)
-    children = []
-    for j, (parent, label) in enumerate(zip(parents, labels, strict=True)):
-        child = _Hyp(
-            parent.prefix + (label,),
-            parent.score,
-            decoder[j : j + 1],
-            [s[j : j + 1] for s in state],
-            parent.lm.copy(),
-        )
-        if scorer is not None:
-            scorer.extend(child.lm, parent.prefix, label)
-        children.append(child)
-    return children
-
-
-def _start(steps: TransducerSteps, scorer: WordScorer | None) -> _Hyp:
-    decoder, state = steps.start(1)
-    return _Hyp((), 0.0, decoder, state, scorer.start() if scorer else LmContext())
-
-
-def _finish(
-    hyps: list[_Hyp], scorer: WordScorer | None, alpha: float, beta: float
-) -> tuple[list[int], float]:
-    if scorer is not None:
-        for hyp in hyps:
-            scorer.finish(hyp.lm, hyp.prefix)
-    best = max(hyps, key=lambda h: _rank(h, scorer, alpha, beta))
-    return list(best.prefix), best.score
-
-
 def modified_beam_search(
     encoder: TensorLike, steps: TransducerSteps, beam: int = 4, blank: int = 0,
     scorer: WordScorer | None = None, alpha: float = 0.5, beta: float = 1.0,
@@ -228,14 +167,14 @@ def modified_beam_search(
     Returns:
       (labels, log-probability of the hypothesis).
     """
-    hyps = [_start(steps, scorer)]
+    hyps = [start_hyp(steps, scorer)]
     for frame in np.asarray(encoder, np.float32):
         decoders = np.concatenate([h.decoder for h in hyps])
         log_probs = log_softmax(
             steps.joint(np.repeat(frame[None], len(hyps), 0), decoders)
         )
-        merged: dict[tuple[int, ...], _Hyp] = {}
-        pending: list[tuple[float, _Hyp, int]] = []
+        merged: dict[tuple[int, ...], Hyp] = {}
+        pending: list[tuple[float, Hyp, int]] = []
         for hyp, lp in zip(hyps, log_probs, strict=True):
             stay = merged.get(hyp.prefix)
             if stay is None:
@@ -249,7 +188,7 @@ def modified_beam_search(
         pending.sort(key=lambda item: -item[0])
         pending = pending[:beam]
         if pending:
-            children = _grow(
+            children = grow(
                 [p[1] for p in pending], [p[2] for p in pending], steps, scorer
             )
             for (score, _, _), child in zip(pending, children, strict=True):
@@ -259,10 +198,10 @@ def modified_beam_search(
                     merged[child.prefix] = child
                 else:
                     same.score = log_add(same.score, score)
-        hyps = sorted(merged.values(), key=lambda h: -_rank(h, scorer, alpha, beta))[
+        hyps = sorted(merged.values(), key=lambda h: -rank(h, scorer, alpha, beta))[
             :beam
         ]
-    return _finish(hyps, scorer, alpha, beta)
+    return finish(hyps, scorer, alpha, beta)
 
 
 def beam_search(
@@ -291,13 +230,13 @@ def beam_search(
       (labels, log-probability of the hypothesis).
     """
     max_expansions = max_expansions or 2 * beam
-    finished = [_start(steps, scorer)]
+    finished = [start_hyp(steps, scorer)]
     for frame in np.asarray(encoder, np.float32):
         unfinished, finished = finished, []
         for _ in range(max_expansions):
             if not unfinished:
                 break
-            best = max(unfinished, key=lambda h: _rank(h, scorer, alpha, beta))
+            best = max(unfinished, key=lambda h: rank(h, scorer, alpha, beta))
             unfinished.remove(best)
             lp = log_softmax(steps.joint(frame[None], best.decoder))[0]
             same = next((h for h in finished if h.prefix == best.prefix), None)
@@ -306,20 +245,20 @@ def beam_search(
             else:
                 same.score = log_add(same.score, best.score + lp[blank])
             labels = [int(k) for k in np.argsort(-lp)[: beam + 1] if k != blank][:beam]
-            children = _grow([best] * len(labels), labels, steps, scorer)
+            children = grow([best] * len(labels), labels, steps, scorer)
             for child, k in zip(children, labels, strict=True):
                 child.score = best.score + lp[k]
                 unfinished.append(child)
-            finished.sort(key=lambda h: -_rank(h, scorer, alpha, beta))
-            top = [_rank(h, scorer, alpha, beta) for h in finished[:beam]]
+            finished.sort(key=lambda h: -rank(h, scorer, alpha, beta))
+            top = [rank(h, scorer, alpha, beta) for h in finished[:beam]]
             if (
                 len(top) >= beam
                 and unfinished
-                and min(top) >= max(_rank(h, scorer, alpha, beta) for h in unfinished)
+                and min(top) >= max(rank(h, scorer, alpha, beta) for h in unfinished)
             ):
                 break
         finished = finished[:beam] or [best]
-    return _finish(finished, scorer, alpha, beta)
+    return finish(finished, scorer, alpha, beta)
 
 
 def transducer_greedy_decode(
@@ -327,9 +266,19 @@ def transducer_greedy_decode(
     inputs: tuple[TensorLike, TensorLike],
     max_symbols_per_frame: int = 3,
 ) -> list[list[int]]:
-    """B label lists: greedy search of a Keras `Transducer` on (features, lengths)."""
+    """B label lists: greedy search of a Keras `Transducer` on (features, lengths).
+
+    A Token-and-Duration Transducer (a joiner with durations) is decoded by
+    `tdt_greedy_search`, which skips the frames its durations jump over.
+    """
     encoded, lengths = model.encode(inputs, training=False)
     projected = np.asarray(model.joiner.project_encoder(encoded))
+    durations = getattr(model.joiner, "durations", None)
+    if durations is not None:
+        hyps, _, _ = tdt_greedy_search(projected, np.asarray(lengths),
+                                       KerasSteps(model), durations,
+                                       max_symbols_per_frame)  # fmt: skip
+        return hyps
     hyps, _ = greedy_search(
         projected, np.asarray(lengths), KerasSteps(model), max_symbols_per_frame
     )
@@ -341,7 +290,11 @@ def transducer_beam_search(
     method: str = "modified", scorer: WordScorer | None = None, alpha: float = 0.5,
     beta: float = 1.0,
 ) -> list[list[int]]:  # fmt: skip
-    """B label lists: beam search ("modified" or "standard") of a Keras `Transducer`."""
+    """B label lists: beam search ("modified" or "standard") of a Keras `Transducer`.
+
+    A Token-and-Duration Transducer is decoded by `tdt_beam_search`
+    (hypotheses advance by their durations) whichever the method.
+    """
     if method not in ("modified", "standard"):
         raise ValueError(f'method must be "modified" or "standard", got {method!r}')
     if not isinstance(beam, int) or beam < 1:
@@ -350,6 +303,13 @@ def transducer_beam_search(
     encoded, lengths = model.encode(inputs, training=False)
     projected = np.asarray(model.joiner.project_encoder(encoded))
     steps = KerasSteps(model)
+    durations = getattr(model.joiner, "durations", None)
+    if durations is not None:
+        return [
+            tdt_beam_search(projected[b, : int(n)], steps, durations, beam,
+                            scorer=scorer, alpha=alpha, beta=beta)[0]
+            for b, n in enumerate(np.asarray(lengths))
+        ]  # fmt: skip
     return [
         search(
             projected[b, : int(n)], steps, beam, scorer=scorer, alpha=alpha, beta=beta

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """TransducerJoiner: projections, add, tanh, output projection."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import keras
@@ -10,6 +11,7 @@ from tf_transducer._checks import TensorLike
 from tf_transducer._checks import check_positive
 from tf_transducer._checks import with_attributes
 from tf_transducer.layers._checks import Shape
+from tf_transducer.ops.tdt import check_durations
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -24,18 +26,29 @@ class TransducerJoiner(keras.layers.Layer):
     `FusedRnntLoss` needs to compute the loss of the projections without
     forming the logits (`tf_transducer.ops.rnnt_joint.rnnt_loss_joint`).
 
+    With `durations`, the joiner is a Token-and-Duration Transducer's: a
+    second output layer on the same hidden activation gives the duration
+    logits [..., K] (`joint_heads`, `TdtLoss`), normalised apart from the
+    tokens'.
+
     Args:
       vocab_size: classes including the blank.
       units: joint width J.
+      durations: None (an RNN-T joiner), or the K frame counts of a duration
+        head, e.g. [0, 1, 2, 3, 4]: sorted, distinct, >= 0, with 0 and 1.
     """
 
     activation = "tanh"  # what `joint` applies to the sum of the projections
 
-    def __init__(self, vocab_size: int, units: int = 256, **kwargs: Any) -> None:
+    def __init__(
+        self, vocab_size: int, units: int = 256,
+        durations: Sequence[int] | None = None, **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         check_positive("vocab_size", vocab_size, int)
         check_positive("units", units, int)
         self.vocab_size, self.units = vocab_size, units
+        self.durations = None if durations is None else check_durations(durations)
         self.supports_masking = True  # full logits keep the encoder's frame mask
         self.encoder_projection = keras.layers.Dense(units, name="encoder_projection")
         self.decoder_projection = keras.layers.Dense(
@@ -44,11 +57,18 @@ class TransducerJoiner(keras.layers.Layer):
         self.output_projection = keras.layers.Dense(
             vocab_size, name="output_projection"
         )
+        self.duration_projection = (
+            None
+            if self.durations is None
+            else keras.layers.Dense(len(self.durations), name="duration_projection")
+        )
 
     def build(self, encoded_shape: Shape, decoded_shape: Shape | None = None) -> None:
         self.encoder_projection.build((None, encoded_shape[-1]))
         self.decoder_projection.build((None, (decoded_shape or encoded_shape)[-1]))
         self.output_projection.build((None, self.units))
+        if self.duration_projection is not None:
+            self.duration_projection.build((None, self.units))
         self.built = True
 
     def project_encoder(self, encoded: TensorLike) -> tf.Tensor:
@@ -75,6 +95,18 @@ class TransducerJoiner(keras.layers.Layer):
     ) -> tf.Tensor:
         return self.output_projection(tf.tanh(encoder_projected + decoder_projected))
 
+    def joint_heads(
+        self, encoder_projected: tf.Tensor, decoder_projected: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """(token logits [..., V], duration logits [..., K]) of a TDT joiner."""
+        if self.duration_projection is None:
+            raise ValueError(
+                f"the joiner {self.name!r} has no duration head: build it with "
+                "durations=[0, 1, ...] for a Token-and-Duration Transducer"
+            )
+        hidden = tf.tanh(encoder_projected + decoder_projected)
+        return self.output_projection(hidden), self.duration_projection(hidden)
+
     def call(self, encoded: TensorLike, decoded: TensorLike) -> tf.Tensor:
         """Full logits [B, T, U + 1, V] of encoded [B, T, H], decoded [B, U + 1, H]."""
         enc = self.project_encoder(encoded)[:, :, tf.newaxis, :]
@@ -82,4 +114,7 @@ class TransducerJoiner(keras.layers.Layer):
         return self.joint(enc, dec)
 
     def get_config(self) -> dict[str, Any]:
-        return with_attributes(super().get_config(), self, "vocab_size", "units")
+        config = with_attributes(super().get_config(), self, "vocab_size", "units")
+        if self.durations is not None:  # (a plain joiner's config as before)
+            config["durations"] = list(self.durations)
+        return config

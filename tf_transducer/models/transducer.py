@@ -19,6 +19,7 @@ from tf_transducer.layers.streaming import check_streaming_encoder
 from tf_transducer.losses import FusedRnntLoss
 from tf_transducer.losses import PrunedRnntLoss
 from tf_transducer.losses import RnntLoss
+from tf_transducer.losses import TdtLoss
 from tf_transducer.models._inputs import optimizer_step
 from tf_transducer.models._inputs import plus_added_losses
 from tf_transducer.models._inputs import split_inputs
@@ -40,7 +41,10 @@ class Transducer(keras.Model):
     predictor -> per label; the joiner on every (frame, label) pair
     (RnntLoss; FusedRnntLoss computes the same loss without ever storing the
     logits) or on the pruned ones (PrunedRnntLoss, which also trains the
-    linear "simple" projections `simple_am` / `simple_lm`).
+    linear "simple" projections `simple_am` / `simple_lm`). A joiner with a
+    duration head (`TransducerJoiner(..., durations=[0, 1, 2, 3, 4])`) makes
+    a Token-and-Duration Transducer, trained with TdtLoss, whose decoding
+    skips frames.
 
     `model(inputs)` returns {"encoder": [B, T', H], "lengths": [B]}; the loss
     is computed in `compute_loss` from those and the labels y [B, S] (padded
@@ -291,12 +295,29 @@ class Transducer(keras.Model):
         self, x: Any = None, y: Any = None, y_pred: Any = None,
         sample_weight: Any = None, training: bool = True,
     ) -> tf.Tensor:  # fmt: skip
-        """The compiled RnntLoss / FusedRnntLoss / PrunedRnntLoss of labels y."""
+        """The compiled loss of labels y.
+
+        RnntLoss, FusedRnntLoss or PrunedRnntLoss for an RNN-T joiner;
+        TdtLoss for a joiner with a duration head.
+        """
         loss_fn = self.loss
-        if not isinstance(loss_fn, (RnntLoss, FusedRnntLoss, PrunedRnntLoss)):
+        durations = getattr(self.joiner, "durations", None)
+        if durations is not None and not isinstance(loss_fn, TdtLoss):
             raise ValueError(
-                "compile the Transducer with loss=RnntLoss(...), FusedRnntLoss(...) "
-                f"or PrunedRnntLoss(...), got {loss_fn!r}"
+                f"the joiner has a duration head (durations={list(durations)}): "
+                f"compile the Transducer with loss=TdtLoss(durations=...), got "
+                f"{type(loss_fn).__name__}"
+            )
+        if isinstance(loss_fn, TdtLoss) and loss_fn.durations != durations:
+            raise ValueError(
+                f"TdtLoss has durations={list(loss_fn.durations)} but the joiner "
+                f"{'has no duration head' if durations is None else list(durations)}"
+                ": build the joiner with the loss's durations"
+            )
+        if not isinstance(loss_fn, (RnntLoss, FusedRnntLoss, PrunedRnntLoss, TdtLoss)):
+            raise ValueError(
+                "compile the Transducer with loss=RnntLoss(...), FusedRnntLoss(...), "
+                f"PrunedRnntLoss(...) or TdtLoss(...), got {loss_fn!r}"
             )
         labels = tf.cast(y, tf.int32)
         context = tf.concat(
@@ -326,6 +347,16 @@ class Transducer(keras.Model):
                     joiner=self.joiner,
                     logit_lengths=lengths,
                 ),
+                sample_weight,
+            )
+        elif isinstance(loss_fn, TdtLoss):
+            tokens, durs = self.joiner.joint_heads(
+                self.joiner.project_encoder(encoded)[:, :, tf.newaxis],
+                self.joiner.project_decoder(decoded)[:, tf.newaxis],
+            )
+            loss = loss_fn(
+                y,
+                dict(token_logits=tokens, duration_logits=durs, logit_lengths=lengths),
                 sample_weight,
             )
         else:
