@@ -18,6 +18,7 @@ import pytest
 import soundfile as sf
 
 from tf_transducer.data import load_audio
+from tf_transducer.data import read_manifest
 from tf_transducer.data import resample
 from tf_transducer.data.corpora import manifest
 from tf_transducer.export import TransducerStream
@@ -179,6 +180,34 @@ def test_fused_loss_trains_from_the_command_line(tmp_path):
     assert isinstance(model.loss, FusedRnntLoss)
 
 
+@pytest.mark.slow  # trains, evaluates, exports, transcribes: about 40 s
+def test_a_token_and_duration_transducer_from_the_command_line(tmp_path):
+    import keras
+
+    from tf_transducer.losses import TdtLoss
+
+    run_dir, export_dir = tmp_path / "r", tmp_path / "e"
+    flags = dict(SMALL, loss="tdt", durations="0,1,2", epochs=1, checkpoint_dir=run_dir)
+    ok(run("train", **flags))
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["config"]["model"]["joiner"]["durations"] == [0, 1, 2]
+    model = keras.models.load_model(run_dir / "best.keras")
+    assert isinstance(model.loss, TdtLoss) and model.joiner.durations == (0, 1, 2)
+    evaluated = ok(run("evaluate", checkpoint_dir=run_dir,
+                       test_files=manifest("digits_dev"), beam_width=2))  # fmt: skip
+    assert "utterances: WER" in evaluated.stdout
+    ok(run("export", checkpoint_dir=run_dir, export_dir=export_dir))
+    meta = json.loads((export_dir / "export.json").read_text())
+    assert meta["durations"] == [0, 1, 2]
+    clip = read_manifest(manifest("digits_dev"))[0].path
+    ok(run("transcribe", export_dir=export_dir, wav=clip))
+    refused = run(
+        "train", **dict(flags, durations="1,2", checkpoint_dir=tmp_path / "x")
+    )
+    assert refused.returncode == 1
+    assert "durations must hold 0 and 1" in refused.stderr, refused.stderr[-2000:]
+
+
 class Interrupt(Exception):
     pass
 
@@ -325,7 +354,7 @@ def test_conformer_trains_on_a_librispeech_tree_and_streams(tmp_path):
         (dict(encoder="lstm", chunk_size=2), "--chunk_size is for --encoder conformer"),
         (dict(conformer, encoder_units=16), "--encoder_units is for --encoder lstm"),
         (dict(conformer, conformer_heads=3), heads),
-        (dict(conformer, chunk_sizes="1,x"), "--chunk_sizes must be positive ints"),
+        (dict(conformer, chunk_sizes="1,x"), "--chunk_sizes must be a list of ints"),
     ]:
         result = run("train", **dict(flags, checkpoint_dir=tmp_path / "bad"), **extra)
         assert result.returncode == 1, result.stderr[-2000:]

@@ -72,6 +72,13 @@ BAD = [  # (section, arguments, what the error says)
                      optimizer=OptimizerConfig(lr_warmup_epochs=3)),
      r"optimizer.lr_warmup_epochs must be below training.epochs \(3\)"),
     (RunConfig, dict(training="fast"), "training must be a TrainingConfig"),
+    (RunConfig, dict(training=TrainingConfig(loss="tdt")),
+     r"training.loss 'tdt' needs a joiner with durations \(model.joiner.durations"),
+    (RunConfig, dict(model=ModelConfig(joiner={"durations": [0, 1, 2]})),
+     r"model.joiner.durations \[0, 1, 2\] make a Token-and-Duration Transducer: "
+     "training.loss must be 'tdt', got 'full'"),
+    (TrainingConfig, dict(tdt_omega=1.5), r"training.tdt_omega must lie in \[0, 1\]"),
+    (TrainingConfig, dict(tdt_sigma=-1), "training.tdt_sigma must be >= 0"),
     (RunConfig.from_dict, dict(values={"training": {"batch": 3}}),
      r"training: unknown settings \['batch'\]"),
     (RunConfig.from_dict, dict(values={"trainer": {}}), r"unknown sections"),
@@ -205,6 +212,31 @@ print("checked", context.context()._context_handle is None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=300, check=True).stdout  # fmt: skip
     assert "unstarted True" in out and "checked False" in out
+
+
+def test_a_tdt_run_compiles_tdt_loss_with_the_joiners_durations(tmp_path):
+    from tf_transducer.losses import TdtLoss
+    from tf_transducer.training.transducer_recipe import _compile
+    from tf_transducer.training.transducer_recipe import build_model
+
+    config = RunConfig(
+        model=ModelConfig("lstm-1m", joiner={"durations": [0, 1, 2, 4]}),
+        training=TrainingConfig(epochs=2, loss="tdt", tdt_sigma=0.05, tdt_omega=0.1),
+    )
+    assert RunConfig.from_dict(config.to_dict()) == config
+    assert config.model.durations() == (0, 1, 2, 4)
+    model = build_model(config, vocab_size=8)
+    assert model.joiner.durations == (0, 1, 2, 4)
+    _compile(model, config, steps=3)
+    assert isinstance(model.loss, TdtLoss)
+    assert (model.loss.durations, model.loss.sigma, model.loss.omega) == (
+        (0, 1, 2, 4), 0.05, 0.1,
+    )  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"model.joiner \(TransducerJoiner\): .*durations"
+    ):
+        RunConfig(model=ModelConfig(joiner={"durations": [1, 2]}),
+                  training=TrainingConfig(loss="tdt")).check()  # fmt: skip
 
 
 def test_check_names_the_values_construction_leaves_to_it():

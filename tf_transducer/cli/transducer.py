@@ -36,6 +36,7 @@ from tf_transducer.cli._common import read_audio_flag
 from tf_transducer.cli._common import word_scorer
 from tf_transducer.cli.config_flags import config_from_flags
 from tf_transducer.cli.config_flags import define_config_flags
+from tf_transducer.models.presets import PARTS
 from tf_transducer.models.presets import PRESETS
 from tf_transducer.training import transducer_recipe as recipe
 from tf_transducer.training.config import RunConfig
@@ -109,6 +110,9 @@ MODEL_FLAGS = {
                     "several latencies)."),
     "predictor": ("predictor", "kind", None, "enum", ["lstm", "stateless"],
                   "Prediction network."),
+    "durations": ("joiner", "durations", None, "list", None,
+                  "A Token-and-Duration Transducer: the joiner's duration head "
+                  "(frame counts, e.g. 0,1,2,3,4; train with --loss tdt)."),
 }  # fmt: skip
 for _name, (_part, _arg, _cls, _kind, _values, _help) in MODEL_FLAGS.items():
     define(_kind, _name, None, *([_values] if _values else []), _help)
@@ -217,7 +221,7 @@ def model_settings():
     model = dict(ENCODER_MODELS[FLAGS.encoder]) if FLAGS["encoder"].present else {}
     preset = model.get("preset") or FLAGS.model
     encoder_class = PRESETS.get(preset, {}).get("encoder", {}).get("class_name")
-    parts = {part: dict(model.get(part) or {}) for part in ("encoder", "predictor")}
+    parts = {part: dict(model.get(part) or {}) for part in PARTS}
     for name, (part, argument, cls, kind, _, _) in MODEL_FLAGS.items():
         if not FLAGS[name].present:
             continue
@@ -231,13 +235,13 @@ def model_settings():
             try:
                 value = [int(v) for v in value]
             except ValueError:
-                raise CliError(f"--{name} must be positive ints, got {value}") from None
+                raise CliError(
+                    f"--{name} must be a list of ints, got {value}"
+                ) from None
         parts[part][argument] = value
     given = {f"model.{part}": values for part, values in parts.items() if values}
     if "preset" in model:
         given["model.preset"] = model["preset"]
-    if "joiner" in model:
-        given["model.joiner"] = model["joiner"]
     return given
 
 

@@ -49,6 +49,82 @@ def _check_search(durations, max_symbols_per_frame):
     return durations
 
 
+class TdtGreedyState:
+    """Where a batched TDT greedy search stands, between chunks of frames.
+
+    hyps, scores and the decoder as `GreedyState`'s; `skip` [B]: frames of
+    the next chunk that a duration already jumped over; `run` [B]: labels of
+    duration 0 emitted on the current frame; `evaluations` [B]: joint
+    evaluations so far.
+    """
+
+    def __init__(self, steps: TdtSteps, batch: int) -> None:
+        decoder, state = steps.start(batch)
+        self.decoder = np.array(decoder)  # written in, row by row
+        self.state = [np.array(s) for s in state]
+        self.hyps: list[list[int]] = [[] for _ in range(batch)]
+        self.scores = np.zeros(batch)
+        self.skip = np.zeros(batch, np.int64)
+        self.run = np.zeros(batch, np.int64)
+        self.evaluations = np.zeros(batch, np.int64)
+
+
+def tdt_greedy_continue(
+    encoder: TensorLike, lengths: TensorLike, steps: TdtSteps, search: TdtGreedyState,
+    durations: Sequence[int], max_symbols_per_frame: int = 3, blank: int = 0,
+) -> TdtGreedyState:  # fmt: skip
+    """Runs TDT greedy search over more frames, updating `search` in place.
+
+    Streaming decoding calls this per chunk: a duration that jumps past the
+    chunk's end carries into the next one (`search.skip`), so a stream
+    decodes as the whole utterance does.
+
+    Args:
+      encoder: float [B, n, J] projected encoder frames.
+      lengths: int [B] valid frames of them.
+      steps: the step functions (`TdtSteps`).
+      search: where the search stands, updated.
+      durations: the duration head's K frame counts.
+      max_symbols_per_frame: labels of duration 0 in a row on one frame.
+      blank: the blank class.
+
+    Returns:
+      search.
+    """
+    durations = _check_search(durations, max_symbols_per_frame)
+    encoder = np.asarray(encoder, np.float32)
+    lengths = np.asarray(lengths).reshape(-1)
+    t, run = search.skip.copy(), search.run
+    while True:
+        rows = np.flatnonzero(t < lengths)  # the joint runs on these alone
+        if rows.size == 0:
+            break
+        tokens, durs = steps.joint_heads(encoder[rows, t[rows]], search.decoder[rows])
+        tokens, durs = log_softmax(tokens), log_softmax(durs)
+        best, k = tokens.argmax(axis=-1), durs.argmax(axis=-1)
+        picked = np.arange(rows.size)
+        search.scores[rows] += tokens[picked, best] + durs[picked, k]
+        search.evaluations[rows] += 1
+        emit = best != blank
+        step = np.where(emit, durations[k], np.maximum(durations[k], 1))
+        run[rows] = np.where(emit & (step == 0), run[rows] + 1, 0)
+        step = np.where(run[rows] > max_symbols_per_frame, 1, step)
+        run[rows] = np.where(step > 0, 0, run[rows])
+        t[rows] += step
+        emitted = rows[emit]
+        if emitted.size:
+            for b, y in zip(emitted, best[emit], strict=True):
+                search.hyps[b].append(int(y))
+            new_decoder, new_state = steps.predict(
+                best[emit].astype(np.int32), [s[emitted] for s in search.state]
+            )
+            search.decoder[emitted] = new_decoder
+            for s, new in zip(search.state, new_state, strict=True):
+                s[emitted] = new
+    search.skip = np.maximum(t - encoder.shape[1], 0)
+    return search
+
+
 def tdt_greedy_search(
     encoder: TensorLike, lengths: TensorLike, steps: TdtSteps, durations: Sequence[int],
     max_symbols_per_frame: int = 3, blank: int = 0,
@@ -71,41 +147,11 @@ def tdt_greedy_search(
       (B label lists, B path log-probabilities (tokens and durations),
       joint evaluations [B] per utterance).
     """
-    durations = _check_search(durations, max_symbols_per_frame)
-    encoder = np.asarray(encoder, np.float32)
-    lengths = np.asarray(lengths).reshape(-1)
-    batch = encoder.shape[0]
-    decoder, state = steps.start(batch)
-    decoder, state = np.array(decoder), [np.array(s) for s in state]  # written in
-    hyps: list[list[int]] = [[] for _ in range(batch)]
-    scores, evaluations = np.zeros(batch), np.zeros(batch, np.int64)
-    t, run = np.zeros(batch, np.int64), np.zeros(batch, np.int64)
-    while True:
-        rows = np.flatnonzero(t < lengths)  # the joint runs on these alone
-        if rows.size == 0:
-            return hyps, scores, evaluations
-        tokens, durs = steps.joint_heads(encoder[rows, t[rows]], decoder[rows])
-        tokens, durs = log_softmax(tokens), log_softmax(durs)
-        best, k = tokens.argmax(axis=-1), durs.argmax(axis=-1)
-        picked = np.arange(rows.size)
-        scores[rows] += tokens[picked, best] + durs[picked, k]
-        evaluations[rows] += 1
-        emit = best != blank
-        step = np.where(emit, durations[k], np.maximum(durations[k], 1))
-        run[rows] = np.where(emit & (step == 0), run[rows] + 1, 0)
-        step = np.where(run[rows] > max_symbols_per_frame, 1, step)
-        run[rows] = np.where(step > 0, 0, run[rows])
-        t[rows] += step
-        emitted = rows[emit]
-        if emitted.size:
-            for b, y in zip(emitted, best[emit], strict=True):
-                hyps[b].append(int(y))
-            new_decoder, new_state = steps.predict(
-                best[emit].astype(np.int32), [s[emitted] for s in state]
-            )
-            decoder[emitted] = new_decoder
-            for s, new in zip(state, new_state, strict=True):
-                s[emitted] = new
+    _check_search(durations, max_symbols_per_frame)
+    search = TdtGreedyState(steps, np.shape(encoder)[0])
+    tdt_greedy_continue(encoder, lengths, steps, search, durations,
+                        max_symbols_per_frame, blank)  # fmt: skip
+    return search.hyps, search.scores, search.evaluations
 
 
 def tdt_beam_search(

@@ -146,6 +146,9 @@ def export_transducer(
         values, _ = features(audio)
         return {"features": values}
 
+    # A Token-and-Duration Transducer's joiner program returns both heads.
+    durations = getattr(model.joiner, "durations", None)
+
     @tf.function(
         input_signature=[
             tf.TensorSpec([1, model.joiner.units], tf.float32, name="encoder"),
@@ -153,7 +156,10 @@ def export_transducer(
         ]
     )
     def joiner_program(encoder, decoder):
-        return {"logits": model.joiner.joint(encoder, decoder)}
+        if durations is None:
+            return {"logits": model.joiner.joint(encoder, decoder)}
+        tokens, duration_logits = model.joiner.joint_heads(encoder, decoder)
+        return {"logits": tokens, "durations": duration_logits}
 
     encoder_states = [list(s.shape[1:]) for s in model.encoder.initial_state(1)]
     functions = {
@@ -183,6 +189,8 @@ def export_transducer(
         ],
         "vocab_size": model.vocab_size,
     }
+    if durations is not None:
+        meta["durations"] = list(durations)
 
     def extras(folder):
         from tf_transducer.data.text import save_text_encoder_json

@@ -5,7 +5,9 @@ It runs the four programs `export_transducer` writes (features, encoder,
 predictor, joiner; see `tf_transducer.export.transducer`) with the LiteRT
 interpreter: audio fed in any chunk sizes, greedy search run as encoder
 chunks complete. Its transcript equals the offline Keras greedy transcript
-(float programs).
+(float programs). A Token-and-Duration Transducer's export (export.json's
+"durations") is decoded by the TDT greedy search, which evaluates the
+joiner only on the frames its durations land on, across chunk boundaries.
 """
 
 import os
@@ -15,6 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from tf_transducer.decoding.tdt import TdtGreedyState
+from tf_transducer.decoding.tdt import tdt_greedy_continue
 from tf_transducer.decoding.transducer import GreedyState
 from tf_transducer.decoding.transducer import State
 from tf_transducer.decoding.transducer import greedy_continue
@@ -83,6 +87,14 @@ class _TfliteSteps:
     def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray:
         return self.programs["joiner"](encoder=encoder, decoder=decoder)["logits"]
 
+    def joint_heads(
+        self, encoder: np.ndarray, decoder: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A TDT export's joiner: (token logits [1, V], duration logits [1, K])."""
+        # The program takes one row: the TDT search gives it one utterance.
+        out = self.programs["joiner"](encoder=encoder, decoder=decoder)
+        return out["logits"], out["durations"]
+
 
 class TransducerStream:
     """Streaming greedy recognition with an exported Transducer (LiteRT).
@@ -127,7 +139,23 @@ class TransducerStream:
         self._states = [
             np.zeros([1, *shape], np.float32) for shape in m["encoder_state_shapes"]
         ]
-        self._search = GreedyState(self._steps, 1)
+        self._search: GreedyState | TdtGreedyState = (
+            GreedyState(self._steps, 1)
+            if self.durations is None
+            else TdtGreedyState(self._steps, 1)
+        )
+
+    @property
+    def durations(self) -> list[int] | None:
+        """The export's duration head (a Token-and-Duration Transducer), or None."""
+        return self.meta.get("durations")
+
+    @property
+    def joint_evaluations(self) -> int:
+        """Joiner program runs of the utterance so far (TDT exports only)."""
+        if not isinstance(self._search, TdtGreedyState):
+            raise ValueError("joint_evaluations is counted for TDT exports only")
+        return int(self._search.evaluations[0])
 
     @property
     def labels(self) -> list[int]:
@@ -166,6 +194,11 @@ class TransducerStream:
         )
         self._states = [out[f"new_state_{i}"] for i in range(len(self._states))]
         frames = -(-valid // m["stack"])  # the stacked frames with real input
+        if isinstance(self._search, TdtGreedyState):
+            durations = self.meta["durations"]
+            tdt_greedy_continue(out["encoder"], [frames], self._steps, self._search,
+                                durations, self.max_symbols_per_frame)  # fmt: skip
+            return
         greedy_continue(
             out["encoder"],
             [frames],

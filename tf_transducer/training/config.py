@@ -29,6 +29,7 @@ from tf_transducer.training.config_base import batch_size_setting
 from tf_transducer.training.config_base import boolean
 from tf_transducer.training.config_base import epochs_setting
 from tf_transducer.training.config_base import files_setting
+from tf_transducer.training.config_base import fraction
 from tf_transducer.training.config_base import mapping
 from tf_transducer.training.config_base import non_negative_float
 from tf_transducer.training.config_base import non_negative_int
@@ -42,8 +43,8 @@ from tf_transducer.training.config_base import skip_bad_setting
 
 TEXT_ENCODERS = ("chars", "words", "subwords")
 # The `training.loss` setting: RnntLoss, FusedRnntLoss (the same loss, its
-# logits never stored) or PrunedRnntLoss.
-LOSSES = ("full", "fused", "pruned")
+# logits never stored), PrunedRnntLoss, or TdtLoss (a joiner with durations).
+LOSSES = ("full", "fused", "pruned", "tdt")
 # SpecAugment's "default" policy (augment.spec_augment).
 AUGMENT_DEFAULT = dict(
     freq_mask_max_bins=10,
@@ -264,6 +265,11 @@ class ModelConfig(Section):
             specs[part] = merged(base[part], given) if self.preset else given
         return specs
 
+    def durations(self) -> tuple[int, ...] | None:
+        """The joiner's durations (a Token-and-Duration Transducer), or None."""
+        durations = self._specs()["joiner"].get("durations")
+        return None if durations is None else tuple(durations)
+
     def parts(self) -> dict[str, dict[str, Any]]:
         """The three part configurations, each checked by building its layer.
 
@@ -346,12 +352,21 @@ class TrainingConfig(Section):
     loss: str = setting(
         "full", one_of(*LOSSES), kind="enum", choices=LOSSES,
         help="RnntLoss (full), FusedRnntLoss (fused: the full loss without "
-        "storing the joiner's logits, for large vocabularies) or PrunedRnntLoss "
-        "(pruned).",
+        "storing the joiner's logits, for large vocabularies), PrunedRnntLoss "
+        "(pruned), or TdtLoss (tdt: a Token-and-Duration Transducer, whose "
+        "joiner has model.joiner.durations, e.g. --durations 0,1,2,3,4).",
     )  # fmt: skip
     pruned_range: int = setting(
         4, positive_int, kind=None, help="PrunedRnntLoss's s_range."
     )
+    tdt_sigma: float = setting(
+        0.0, non_negative_float, kind=None,
+        help="TdtLoss's sigma (logit under-normalisation).",
+    )  # fmt: skip
+    tdt_omega: float = setting(
+        0.0, fraction, kind=None,
+        help="TdtLoss's omega: the weight of the RNN-T loss mixed in, in [0, 1].",
+    )  # fmt: skip
     seed: int = seed_setting(0, "Seed of weights, shuffling, augmentation.")
     early_stopping: bool = setting(
         True, boolean, kind=None,
@@ -393,6 +408,16 @@ class RunConfig(RootConfig):
         if isinstance(self.model, str):  # RunConfig(model="conformer-2m")
             object.__setattr__(self, "model", ModelConfig(self.model))
         super().__post_init__()
+        durations = self.model.durations()
+        if (self.training.loss == "tdt") != (durations is not None):
+            raise ValueError(
+                "training.loss 'tdt' needs a joiner with durations "
+                "(model.joiner.durations, e.g. --durations 0,1,2,3,4), got none"
+                if durations is None
+                else f"model.joiner.durations {list(durations)} make a "
+                f"Token-and-Duration Transducer: training.loss must be 'tdt', "
+                f"got {self.training.loss!r}"
+            )
         warmup, epochs = self.optimizer.lr_warmup_epochs, self.training.epochs
         if warmup >= epochs:
             raise ValueError(

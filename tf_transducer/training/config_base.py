@@ -137,6 +137,14 @@ def non_negative_float(name: str, value: Any) -> float:
     return value
 
 
+def fraction(name: str, value: Any) -> float:
+    """A number in [0, 1], as a float."""
+    value = _real(name, value)
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+    return value
+
+
 def a_float(name: str, value: Any) -> float:
     """A finite number, as a float."""
     return _real(name, value)

@@ -100,6 +100,7 @@ def _compile(model: Any, config: RunConfig, steps: int) -> None:
     from tf_transducer.losses import FusedRnntLoss
     from tf_transducer.losses import PrunedRnntLoss
     from tf_transducer.losses import RnntLoss
+    from tf_transducer.losses import TdtLoss
 
     opt, training = config.optimizer, config.training
     rise = opt.lr_warmup_epochs * steps
@@ -114,6 +115,11 @@ def _compile(model: Any, config: RunConfig, steps: int) -> None:
         "full": RnntLoss,
         "fused": FusedRnntLoss,
         "pruned": lambda: PrunedRnntLoss(s_range=training.pruned_range),
+        "tdt": lambda: TdtLoss(
+            durations=config.model.durations() or (),  # (RunConfig checked them)
+            sigma=training.tdt_sigma,
+            omega=training.tdt_omega,
+        ),
     }[training.loss]()
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, clipnorm=opt.clipnorm), loss=loss
