@@ -4,8 +4,8 @@
 // z[b, t, u, :] and duration logits w[b, t, u, :]:
 //
 //   n[b, t, u]      = logsumexp_c z[b, t, u, c]                   (pass 1)
-//   lab[b, u, t]    = z[b, t, u, y_u] - n[b, t, u] - sigma
-//   blk[b, u, t]    = z[b, t, u, blank] - n[b, t, u] - sigma
+//   lab[b, t, u]    = z[b, t, u, y_u] - n[b, t, u] - sigma
+//   blk[b, t, u]    = z[b, t, u, blank] - n[b, t, u] - sigma
 //   dur[b, t, u, k] = log_softmax(w[b, t, u, :])[k]
 //
 // then, per utterance, alpha, beta and the occupations of every step
@@ -46,8 +46,8 @@ struct TdtProblem {
   const int64_t* symbols;    // [B, S]
   int blank;
   T sigma;
-  T* lab;        // [B, S, T]
-  T* blk;        // [B, S + 1, T]
+  T* lab;        // [B, T, S + 1]
+  T* blk;        // [B, T, S + 1]
   T* dur;        // [B, T, S + 1, K]
   T* norms;      // [B, T, S + 1]
   T* alpha;      // [B, T, S + 1]
@@ -95,8 +95,7 @@ struct TdtLoss<CpuDevice, T, L> {
               bad[b] = 1;
               continue;
             }
-            g.Backward(b, p.beta);
-            g.Gradient(b, p.alpha, p.beta, score, p.label_occ, p.blank_occ,
+            g.Backward(b, p.alpha, score, p.beta, p.label_occ, p.blank_occ,
                        p.d_dur);
           }
         });
@@ -126,11 +125,9 @@ struct TdtLoss<CpuDevice, T, L> {
       LogSumExpParts(zw, C, &m, &log_sum);
       const T norm = m + log_sum;
       p.norms[row] = norm;
-      p.blk[(b * (S + 1) + u) * T_len + t] = zw[p.blank] - norm - p.sigma;
-      if (u < g.labels[b]) {
-        p.lab[(b * S + u) * T_len + t] =
-            zw[p.symbols[b * S + u]] - norm - p.sigma;
-      }
+      p.blk[row] = zw[p.blank] - norm - p.sigma;
+      if (u < g.labels[b])
+        p.lab[row] = zw[p.symbols[b * S + u]] - norm - p.sigma;
       const L* w = p.duration_logits + row * K;
       T w_max = -std::numeric_limits<T>::infinity();
       for (int64_t k = 0; k < K; ++k) w_max = std::max(w_max, T(Widen(w[k])));
@@ -159,13 +156,15 @@ struct TdtAttrs {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("sigma", &sigma));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("clamp", &clamp));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("fastemit_lambda", &fastemit_lambda));
-    bool ok = values.size() >= 2 && values[0] == 0 && values[1] == 1;
+    bool ok = values.size() >= 2 && values[0] == 0 && values[1] == 1 &&
+              values.size() <= kMaxDurations;
     for (size_t k = 1; ok && k < values.size(); ++k) {
       ok = values[k] > values[k - 1];
     }
     OP_REQUIRES(ctx, ok,
-                InvalidArgument("durations must be sorted, distinct, >= 0 "
-                                "and hold 0 and 1, got [",
+                InvalidArgument("durations must be sorted, distinct, >= 0, "
+                                "hold 0 and 1, and at most ",
+                                kMaxDurations, " values, got [",
                                 absl::StrJoin(values, ", "), "]"));
     OP_REQUIRES(ctx, sigma >= 0 && fastemit_lambda >= 0,
                 InvalidArgument("sigma and fastemit_lambda must be >= 0, got ",
@@ -231,9 +230,8 @@ class TdtLossOp : public OpKernel {
     }
     const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
     Tensor lab, blk, dur, alpha, beta;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, TensorShape({B, S, T}), &lab));
-    OP_REQUIRES_OK(ctx,
-                   ctx->allocate_temp(dt, TensorShape({B, S + 1, T}), &blk));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, nodes, &lab));
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, nodes, &blk));
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, shapes[4], &dur));
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, nodes, &alpha));
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, nodes, &beta));

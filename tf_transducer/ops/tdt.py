@@ -43,10 +43,13 @@ from tf_transducer.ops.tdt_tf import tdt_scores_tf
 from tf_transducer.ops.tdt_tf import tdt_step_weights
 
 DEFAULT_DURATIONS = (0, 1, 2, 3, 4)
+MAX_DURATIONS = 32  # the kernels' limit (cc/kernels/tdt_loss.h)
 
 
 def check_durations(durations: Any, name: str = "durations") -> tuple[int, ...]:
     """durations as a tuple of ints: sorted, distinct, >= 0, with 0 and 1.
+
+    At most MAX_DURATIONS of them (the kernels' limit).
 
     Raises ValueError naming `name` and what is wrong.
     """
@@ -60,6 +63,7 @@ def check_durations(durations: Any, name: str = "durations") -> tuple[int, ...]:
         (len(set(values)) != len(values), "must be distinct"),
         (values != sorted(values), "must be sorted"),
         (0 not in values or 1 not in values, "must hold 0 and 1"),
+        (len(values) > MAX_DURATIONS, f"may hold at most {MAX_DURATIONS} values"),
     ]
     for bad, what in problems:
         if bad:
