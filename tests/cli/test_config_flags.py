@@ -53,11 +53,10 @@ def test_every_setting_with_a_flag_has_it_with_its_default_and_help():
 
 
 def test_the_model_shorthands_name_real_arguments():
-    for name, (_, argument, cls, _, _, _) in cli.MODEL_FLAGS.items():
-        classes = [cls] if cls else ["PredictionNetwork"]
-        for class_name in classes:
-            layer = presets.PART_CLASSES[class_name]
-            assert argument in inspect.signature(layer.__init__).parameters, name
+    part_classes = {"predictor": "PredictionNetwork", "joiner": "TransducerJoiner"}
+    for name, (part, argument, cls, _, _, _) in cli.MODEL_FLAGS.items():
+        layer = presets.PART_CLASSES[cls or part_classes[part]]
+        assert argument in inspect.signature(layer.__init__).parameters, name
 
 
 def test_flags_become_the_configuration():
