@@ -10,6 +10,7 @@ batched, frame-skipping searches.
 import numpy as np
 import pytest
 
+from tests.decoding.test_transducer_decoding import TableSteps
 from tests.decoding.test_transducer_decoding import frames
 from tests.decoding.test_transducer_decoding import log_softmax
 from tf_transducer.decoding import tdt_beam_search
@@ -18,21 +19,14 @@ from tf_transducer.decoding import tdt_greedy_search
 V, N = 4, 6  # classes (0 = blank), label counts the tables tell apart
 
 
-class TdtTableSteps:
+class TdtTableSteps(TableSteps):
     """TableSteps (test_transducer_decoding) with a duration head."""
 
     def __init__(self, tokens, durs):
-        self.tokens = np.asarray(tokens, np.float32)
+        super().__init__(tokens)
+        self.tokens = self.table
         self.durs = np.asarray(durs, np.float32)
         self.evaluated = []  # (b, t) of every joint evaluation
-
-    def start(self, batch):
-        out = np.zeros([batch, 2], np.float32)
-        return out, [out]
-
-    def predict(self, labels, state):
-        out = np.stack([state[0][:, 0] + 1, np.asarray(labels, np.float32)], 1)
-        return out, [out]
 
     def joint_heads(self, encoder, decoder):
         b, t = encoder[:, 0].astype(int), encoder[:, 1].astype(int)

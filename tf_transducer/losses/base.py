@@ -164,6 +164,23 @@ class LabelSequenceLoss(keras.losses.Loss):
             return tf.where(is_label, labels, tf.zeros_like(labels)), label_lengths
 
     @staticmethod
+    def _fitting_rows(
+        symbols: tf.Tensor, rows: TensorLike, what: str = "y_pred",
+        per: str = " per frame",
+    ) -> tf.Tensor:  # fmt: skip
+        """symbols [B, S], after a check that `what` has S + 1 rows (`rows`)."""
+        with after(
+            require(
+                tf.equal(tf.shape(symbols)[1] + 1, tf.cast(rows, tf.int32)),
+                f"{what} must have S + 1 = {{}} rows{per} for y_true's S labels, "
+                "got {}",
+                tf.shape(symbols)[1] + 1,
+                rows,
+            )
+        ):
+            return tf.identity(symbols)
+
+    @staticmethod
     def _frame_counts(
         frames: TensorLike,
         batch: TensorLike,

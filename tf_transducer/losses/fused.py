@@ -8,8 +8,6 @@ import keras
 import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
-from tf_transducer._checks import after
-from tf_transducer._checks import require
 from tf_transducer.losses.base import TransducerLoss
 from tf_transducer.ops import rnnt_joint
 
@@ -159,16 +157,9 @@ class FusedRnntLoss(TransducerLoss):
         symbols, label_lengths = self._labels(
             y_true, tf.shape(kernel)[1], tf.shape(encoder)[0]
         )
-        with after(
-            require(
-                tf.equal(tf.shape(symbols)[1] + 1, tf.shape(decoder)[1]),
-                'y_pred["decoder"] must have S + 1 = {} rows for y_true\'s S '
-                "labels, got {}",
-                tf.shape(symbols)[1] + 1,
-                tf.shape(decoder)[1],
-            )
-        ):
-            symbols = tf.identity(symbols)
+        symbols = self._fitting_rows(
+            symbols, tf.shape(decoder)[1], 'y_pred["decoder"]', per=""
+        )
         logit_lengths = y_pred.get("logit_lengths")
         if logit_lengths is None:
             logit_lengths = self._frame_counts(

@@ -7,8 +7,6 @@ import keras
 import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
-from tf_transducer._checks import after
-from tf_transducer._checks import require
 from tf_transducer.losses.base import TransducerLoss
 from tf_transducer.ops import rnnt
 
@@ -82,16 +80,7 @@ class RnntLoss(TransducerLoss):
         symbols, label_lengths = self._labels(
             y_true, tf.shape(logits)[3], tf.shape(logits)[0]
         )
-        with after(
-            require(
-                tf.equal(tf.shape(symbols)[1] + 1, tf.shape(logits)[2]),
-                "y_pred must have S + 1 = {} rows per frame for y_true's S "
-                "labels, got {}",
-                tf.shape(symbols)[1] + 1,
-                tf.shape(logits)[2],
-            )
-        ):
-            symbols = tf.identity(symbols)
+        symbols = self._fitting_rows(symbols, tf.shape(logits)[2])
         logit_lengths = self._frame_counts(
             tf.shape(logits)[1], tf.shape(symbols)[0], frame_mask
         )

@@ -9,10 +9,8 @@ import keras
 import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
-from tf_transducer._checks import after
 from tf_transducer._checks import clamp_value
 from tf_transducer._checks import real_number
-from tf_transducer._checks import require
 from tf_transducer.losses.base import LabelSequenceLoss
 from tf_transducer.losses.base import check_blank
 from tf_transducer.ops import tdt
@@ -95,16 +93,7 @@ class TdtLoss(LabelSequenceLoss):
             )
         batch = tf.shape(tokens)[0]
         symbols, label_lengths = self._labels(y_true, tf.shape(tokens)[3], batch)
-        with after(
-            require(
-                tf.equal(tf.shape(symbols)[1] + 1, tf.shape(tokens)[2]),
-                "y_pred must have S + 1 = {} rows per frame for y_true's S "
-                "labels, got {}",
-                tf.shape(symbols)[1] + 1,
-                tf.shape(tokens)[2],
-            )
-        ):
-            symbols = tf.identity(symbols)
+        symbols = self._fitting_rows(symbols, tf.shape(tokens)[2])
         lengths = y_pred.get("logit_lengths")
         if lengths is None:
             lengths = self._frame_counts(tf.shape(tokens)[1], batch, frame_mask)
