@@ -102,3 +102,17 @@ def run_interleaved(commands, rounds):
         proc.wait()
     medians = {key: sorted(v)[len(v) // 2] for key, v in samples.items()}
     return medians, reports
+
+
+def serve_measuring_memory(tf, step):
+    """serve(step) after one traced call; reports the peak tensor bytes above
+    what was held before it ({"extra_bytes": ...}, BFC allocator on the CPU)."""
+    step()  # trace before measuring memory
+    base = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    tf.config.experimental.reset_memory_stats("CPU:0")
+
+    def report():
+        peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+        return {"extra_bytes": peak - base}
+
+    serve(step, report=report)

@@ -64,7 +64,7 @@ def serve(impl, B, T, U, V):
     labels = tf.constant(np.random.default_rng(0).integers(1, V, size=(B, U)))
     if impl.endswith("_additive"):
         step = _additive_step(tf, tt, impl, B, T, U, V, labels)
-        _serve_measuring_memory(tf, step)
+        _harness.serve_measuring_memory(tf, lambda: step().numpy())
         return
     logits = tf.random.stateless_normal((B, T, U + 1, V), seed=[0, 0])
     loss_fn = loss_function(impl, labels)
@@ -77,20 +77,7 @@ def serve(impl, B, T, U, V):
         grad = tape.gradient(loss, x)
         return loss + grad[0, 0, 0, 0]
 
-    _serve_measuring_memory(tf, lambda: step(logits))
-
-
-def _serve_measuring_memory(tf, step):
-    """Serves timings of step(); reports the peak tensor bytes above start."""
-    step().numpy()  # trace before measuring memory
-    base = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    tf.config.experimental.reset_memory_stats("CPU:0")
-
-    def report():
-        peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-        return {"extra_bytes": peak - base}
-
-    _harness.serve(lambda: step().numpy(), report=report)
+    _harness.serve_measuring_memory(tf, lambda: step(logits).numpy())
 
 
 def _additive_step(tf, tt, impl, B, T, U, V, labels):

@@ -64,15 +64,7 @@ def serve(impl, B, T, U, V):
         return loss + d_x[0, 0, 0, 0] + extra
 
     step = tf.function(step, jit_compile=impl == "tdt_xla")
-    step(tokens, durs).numpy()  # trace before measuring memory
-    base = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    tf.config.experimental.reset_memory_stats("CPU:0")
-
-    def report():
-        peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-        return {"extra_bytes": peak - base}
-
-    _harness.serve(lambda: step(tokens, durs).numpy(), report=report)
+    _harness.serve_measuring_memory(tf, lambda: step(tokens, durs).numpy())
 
 
 def main(argv):

@@ -147,7 +147,6 @@ def tdt_greedy_search(
       (B label lists, B path log-probabilities (tokens and durations),
       joint evaluations [B] per utterance).
     """
-    _check_search(durations, max_symbols_per_frame)
     search = TdtGreedyState(steps, np.shape(encoder)[0])
     tdt_greedy_continue(encoder, lengths, steps, search, durations,
                         max_symbols_per_frame, blank)  # fmt: skip
