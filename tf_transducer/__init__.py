@@ -32,6 +32,7 @@ from tf_transducer.layers import NeuralTransducer
 from tf_transducer.layers import SpecAugment
 from tf_transducer.losses import CtcLoss
 from tf_transducer.losses import FusedRnntLoss
+from tf_transducer.losses import FusedTdtLoss
 from tf_transducer.losses import NeuralTransducerLoss
 from tf_transducer.losses import PrunedRnntLoss
 from tf_transducer.losses import RecognitionLatticeLoss
@@ -44,6 +45,7 @@ from tf_transducer.ops import get_rnnt_logprobs_joint
 from tf_transducer.ops import get_rnnt_logprobs_pruned
 from tf_transducer.ops import get_rnnt_logprobs_smoothed
 from tf_transducer.ops import get_rnnt_prune_ranges
+from tf_transducer.ops import get_tdt_prune_ranges
 from tf_transducer.ops import mutual_information_recursion
 from tf_transducer.ops import mutual_information_recursion_tf
 from tf_transducer.ops import rnnt_loss
@@ -52,6 +54,9 @@ from tf_transducer.ops import rnnt_loss_pruned
 from tf_transducer.ops import rnnt_loss_simple
 from tf_transducer.ops import rnnt_loss_smoothed
 from tf_transducer.ops import tdt_loss
+from tf_transducer.ops import tdt_loss_joint
+from tf_transducer.ops import tdt_loss_pruned
+from tf_transducer.ops import tdt_loss_simple
 
 try:  # one source of truth: the version in pyproject.toml, as installed
     __version__ = _metadata.version("tf_transducer")
@@ -76,6 +81,7 @@ __all__ = [
     "RecognitionLattice",
     "RecognitionLatticeLoss",
     "RnntLoss",
+    "FusedTdtLoss",
     "TdtLoss",
     "SpecAugment",
     "SpeechDataset",
@@ -89,6 +95,7 @@ __all__ = [
     "get_rnnt_logprobs_pruned",
     "get_rnnt_logprobs_smoothed",
     "get_rnnt_prune_ranges",
+    "get_tdt_prune_ranges",
     "lattice",
     "layers",
     "losses",
@@ -101,4 +108,7 @@ __all__ = [
     "rnnt_loss_simple",
     "rnnt_loss_smoothed",
     "tdt_loss",
+    "tdt_loss_joint",
+    "tdt_loss_pruned",
+    "tdt_loss_simple",
 ]

@@ -44,6 +44,7 @@
 #include "cc/kernels/mutual_information.h"
 #include "cc/kernels/rnnt_joint.h"
 #include "cc/kernels/rnnt_loss.h"
+#include "cc/kernels/tdt_loss.h"
 
 // Exits naming the call that failed: a cudaError_t or a launcher's status.
 #define CHECK(call)                                                      \
@@ -169,6 +170,10 @@ struct Cpu {
     }
   }
 
+  // The TDT loss's passes, as the CPU op runs them (defined below).
+  template <typename T, typename L>
+  static void Tdt(const TdtProblem<T, L>& p, char* illegal);
+
   template <typename T, typename L>
   static void Gradient(const RnntGradientProblem<T, L>& p) {
     for (int64_t row = 0; row < p.B * p.T_len * p.R; ++row) {
@@ -204,6 +209,8 @@ struct Gpu {
   static void Gradient(const RnntGradientProblem<T, L>& p) {
     CHECK(gpu::RnntGradient(p, nullptr));
   }
+  template <typename T, typename L>
+  static void Tdt(const TdtProblem<T, L>& p, char* illegal);
 };
 
 // The MI recursion's outputs and scratch; px, py and boundary are the
@@ -592,6 +599,228 @@ bool RunRnntCase(const RnntCase& c, uint64_t seed) {
   const RnntInputs<T> in = MakeRnntInputs<T>(c, rng);
   return Report<T, L>(c.Name(), RunRnnt<Gpu, T, L>(in, c.in_place),
                       RunRnnt<Cpu, T, L>(in, false), c.B, c.nan_batch);
+}
+
+// ---------------------------------------------------------------------------
+// The TDT loss (gpu/tdt_loss.cu) against the CPU op's passes (tdt_loss_op.cc)
+// in plain loops over tdt_loss.h: pass 1 row by row, then each utterance's
+// lattice node by node.
+
+template <typename T>
+struct TdtInputs {
+  int64_t B, T_len, S, C, R;  // R rows of logits a frame
+  std::vector<int64_t> durations;
+  std::vector<T> tokens{}, durs{};  // [B, T, R, C] (empty: px, py), [.., K]
+  std::vector<T> px{}, py{};        // [B, S, T], [B, S + 1, T]
+  std::vector<int64_t> symbols{}, ranges{}, frames{}, labels{};
+  int blank = 0;
+  T sigma = 0, clamp = 0, emit = 1;
+};
+
+template <typename Backend, typename T, typename L>
+struct Tdt {
+  template <typename U>
+  using Buffer = typename Backend::template Buffer<U>;
+  Buffer<L> tokens, durs;
+  Buffer<T> px, py;
+  Buffer<int64_t> symbols, ranges, frames, labels;
+  Buffer<T> lab, blk, dur, norms, alpha, beta, scores, label_occ, blank_occ,
+      d_dur;
+  Buffer<char> illegal;
+  TdtProblem<T, L> p{};
+
+  explicit Tdt(const TdtInputs<T>& in)
+      : tokens(in.tokens.size(), NarrowAll<L>(in.tokens)),
+        durs(in.durs.size(), NarrowAll<L>(in.durs)),
+        px(in.px.size(), in.px),
+        py(in.py.size(), in.py),
+        symbols(in.symbols.size(), in.symbols),
+        ranges(in.ranges.size(), in.ranges),
+        frames(in.B, in.frames),
+        labels(in.B, in.labels),
+        lab(Nodes(in)),
+        blk(Nodes(in)),
+        dur(Nodes(in) * in.durations.size()),
+        norms(in.tokens.empty() ? 0 : in.B * in.T_len * in.R),
+        alpha(Nodes(in)),
+        beta(Nodes(in)),
+        scores(in.B, std::vector<T>(in.B, T(kScoreSentinel))),
+        label_occ(in.B * in.S * in.T_len),
+        blank_occ(in.B * (in.S + 1) * in.T_len),
+        d_dur(Nodes(in) * in.durations.size()),
+        illegal(in.B) {
+    TdtLattice<T>& g = p.lattice;
+    g.B = in.B, g.T_len = in.T_len, g.S = in.S;
+    g.K = int64_t(in.durations.size());
+    std::copy(in.durations.begin(), in.durations.end(), g.durations);
+    g.frames = frames.get(), g.labels = labels.get();
+    g.lab = p.lab = lab.get(), g.blk = p.blk = blk.get();
+    g.dur = p.dur = dur.get();
+    g.emit = in.emit, g.clamp = in.clamp;
+    p.C = in.C, p.R = in.R, p.token_logits = tokens.get();
+    p.duration_logits = durs.get(), p.ranges = ranges.get();
+    p.px = px.get(), p.py = py.get();
+    p.symbols = symbols.get(), p.blank = in.blank, p.sigma = in.sigma;
+    p.norms = norms.get(), p.alpha = alpha.get(), p.beta = beta.get();
+    p.scores = scores.get(), p.label_occ = label_occ.get();
+    p.blank_occ = blank_occ.get(), p.d_dur = d_dur.get();
+  }
+  static int64_t Nodes(const TdtInputs<T>& in) {
+    return in.B * in.T_len * (in.S + 1);
+  }
+  Outputs<T> Run() {
+    Backend::Tdt(p, illegal.get());
+    Outputs<T> out;
+    out.norms = norms.Download(), out.scores = scores.Download();
+    out.px_grad = label_occ.Download(), out.py_grad = blank_occ.Download();
+    out.grad = d_dur.Download(), out.illegal = illegal.Download();
+    return out;
+  }
+};
+
+template <typename T, typename L>
+void Cpu::Tdt(const TdtProblem<T, L>& p, char* illegal) {
+  const TdtLattice<T>& g = p.lattice;
+  const int64_t nodes = g.B * g.T_len * (g.S + 1);
+  std::fill(p.label_occ, p.label_occ + g.B * g.S * g.T_len, T(0));
+  std::fill(p.blank_occ, p.blank_occ + g.B * (g.S + 1) * g.T_len, T(0));
+  std::fill(p.d_dur, p.d_dur + nodes * g.K, T(0));
+  if (p.ranges != nullptr) {
+    std::fill(p.lab, p.lab + nodes, T(-INFINITY));
+    std::fill(p.blk, p.blk + nodes, T(-INFINITY));
+    std::fill(p.dur, p.dur + nodes * g.K, T(-INFINITY));
+  }
+  for (int64_t row = 0; row < p.Rows(); ++row) {
+    int64_t b, t, u;
+    p.Locate(row, &b, &t, &u);
+    if (!p.RowUsed(b, t, u)) {
+      if (p.token_logits != nullptr) p.norms[row] = T(0);
+    } else if (p.token_logits == nullptr) {
+      p.WriteLogProbs(b, t, u);
+    } else {
+      bool nan;
+      const L* x = p.token_logits + row * p.C;
+      const T m = LaneMax(x, p.C, 0, 1, &nan);
+      p.WriteRow(row, b, t, u, m,
+                 LogSumOf(m, nan, LaneExpSum(x, p.C, 0, 1, m)));
+    }
+  }
+  for (int64_t b = 0; b < g.B; ++b) {
+    const T score = g.Forward(b, p.alpha);
+    p.scores[b] = score;
+    illegal[b] = score != score || score == T(INFINITY);
+    if (!illegal[b]) {
+      g.Backward(b, p.alpha, score, p.beta, p.label_occ, p.blank_occ, p.d_dur);
+    }
+  }
+}
+
+template <typename T, typename L>
+void Gpu::Tdt(const TdtProblem<T, L>& p, char* illegal) {
+  CHECK(gpu::TdtLoss(p, illegal, nullptr));
+}
+
+struct TdtCase {
+  int64_t B, T, S, C;
+  std::vector<int64_t> durations;
+  int blank;
+  double sigma, clamp, fastemit;
+  int64_t R = 0;                // pruned rows a frame (0: all S + 1)
+  bool log_probs = false;       // px and py instead of token logits
+  bool neg_inf_logits = false;  // scattered -inf, and whole rows of -inf
+  int64_t nan_batch = -1;       // a NaN token input in this utterance
+
+  std::string Name() const {
+    char text[128];
+    std::snprintf(text, sizeof(text), "tdt B=%lld T=%lld S=%lld C=%lld D=[",
+                  (long long)B, (long long)T, (long long)S, (long long)C);
+    std::string name = text;
+    for (size_t k = 0; k < durations.size(); ++k) {
+      name += (k ? "," : "") + std::to_string(durations[k]);
+    }
+    name += "]";
+    if (R > 0) name += " pruned R=" + std::to_string(R);
+    if (log_probs) name += " px/py";
+    if (blank > 0) name += " blank=" + std::to_string(blank);
+    if (sigma > 0) name += " sigma";
+    if (clamp > 0) name += " clamp";
+    if (fastemit > 0) name += " fastemit";
+    if (neg_inf_logits) name += " -inf";
+    if (nan_batch >= 0) name += " NaN@" + std::to_string(nan_batch);
+    return name;
+  }
+};
+
+// Utterance 0 spans the padding; the others are shorter at random.  Pruned
+// rows follow the diagonal of each utterance's lattice.
+template <typename T>
+TdtInputs<T> MakeTdtInputs(const TdtCase& c, Rng& rng) {
+  const int64_t R = c.R > 0 ? c.R : c.S + 1, K = c.durations.size();
+  TdtInputs<T> in{c.B, c.T, c.S, c.C, R, c.durations};
+  in.blank = c.blank, in.sigma = c.sigma, in.clamp = c.clamp;
+  in.emit = T(1) + T(c.fastemit);
+  for (int64_t b = 0; b < c.B; ++b) {
+    in.frames.push_back(b == 0 ? c.T : rng.Int(1, c.T));
+    in.labels.push_back(b == 0 ? c.S : rng.Int(0, c.S));
+  }
+  for (int64_t i = 0; i < c.B * c.S; ++i) {
+    int64_t y;
+    do y = rng.Int(0, c.C - 1);
+    while (y == c.blank);
+    in.symbols.push_back(y);
+  }
+  for (int64_t b = 0; c.R > 0 && b < c.B; ++b) {
+    for (int64_t t = 0; t < c.T; ++t) {
+      const int64_t centre = std::min(t, in.frames[b] - 1) * in.labels[b] /
+                             std::max<int64_t>(1, in.frames[b] - 1);
+      const int64_t r0 =
+          std::min(std::max<int64_t>(0, centre - (R - 1) / 2), c.S - (R - 1));
+      for (int64_t j = 0; j < R; ++j) in.ranges.push_back(r0 + j);
+    }
+  }
+  const auto random = [&](int64_t n, double lo, double hi) {
+    std::vector<T> x;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool neg_inf = c.neg_inf_logits && rng.Uniform(0, 1) < 0.03;
+      x.push_back(neg_inf ? -INFINITY : T(rng.Uniform(lo, hi)));
+    }
+    return x;
+  };
+  const int64_t rows = c.B * c.T * R;
+  if (c.log_probs) {
+    in.px = random(c.B * c.S * c.T, -4, -0.1);
+    in.py = random(c.B * (c.S + 1) * c.T, -4, -0.1);
+  } else {
+    in.tokens = random(rows * c.C, -3, 3);
+  }
+  in.durs = random(rows * K, -2, 2);
+  // Row (t, j) of utterance b, within its frames.
+  const auto row = [&](int64_t b, int64_t t, int64_t j) {
+    return (b * c.T + t % in.frames[b]) * R + j % (in.labels[b] + 1) % R;
+  };
+  if (c.neg_inf_logits && !c.log_probs) {  // a whole token and duration row
+    std::fill_n(in.tokens.begin() + row(0, c.T / 2, c.S / 2) * c.C, c.C,
+                T(-INFINITY));
+    std::fill_n(in.durs.begin() + row(0, c.T / 3, c.S / 3) * K, K,
+                T(-INFINITY));
+  }
+  if (c.nan_batch >= 0) {
+    const int64_t b = c.nan_batch;
+    if (c.log_probs) {
+      in.py[(b * (c.S + 1)) * c.T] = NAN;  // node (0, 0)
+    } else {
+      in.tokens[row(b, 0, 0) * c.C + 1] = NAN;
+    }
+  }
+  return in;
+}
+
+template <typename T, typename L = T>
+bool RunTdtCase(const TdtCase& c, uint64_t seed) {
+  Rng rng(seed);
+  const TdtInputs<T> in = MakeTdtInputs<T>(c, rng);
+  return Report<T, L>(c.Name(), Tdt<Gpu, T, L>(in).Run(),
+                      Tdt<Cpu, T, L>(in).Run(), c.B, c.nan_batch);
 }
 
 // ---------------------------------------------------------------------------
@@ -1159,6 +1388,52 @@ void CheckJoint(uint64_t seed, Tally* tally) {
   }
 }
 
+void CheckTdt(uint64_t seed, Tally* tally) {
+  const std::vector<int64_t> d5 = {0, 1, 2, 3, 4}, d2 = {0, 1},
+                             sparse = {0, 1, 3, 7};
+  // clang-format off
+  const TdtCase cases[] = {
+      // B, T, S, C, durations, blank, sigma, clamp, fastemit
+      // [, R, log_probs, neg_inf_logits, nan_batch]
+      {3, 9, 4, 20, d5, 0, 0, 0, 0},
+      {4, 12, 6, 33, d5, 5, 0.05, 0, 0.3},
+      {3, 10, 5, 17, d2, 0, 0, 0.02, 0},
+      {3, 16, 5, 21, sparse, 2, 0, 0, 0, 0, false, true},
+      {3, 8, 4, 12, d5, 0, 0, 0, 0, 0, false, false, 1},
+      // More positions than the lattice kernel's threads.
+      {2, 8, 130, 5, {0, 1, 2}, 1, 0.1, 0, 0.2},
+      // S = 0: every transcript empty, blank steps alone.
+      {3, 7, 0, 9, d5, 0, 0, 0.1, 0},
+      // Pruned rows (the other nodes take no step).
+      {3, 12, 7, 19, d5, 0, 0, 0, 0, 3},
+      {3, 14, 8, 23, sparse, 4, 0.05, 0.05, 0.2, 2, false, true},
+      {3, 9, 5, 11, d5, 0, 0, 0, 0, 2, false, false, 2},
+  };
+  // Token log-probs px and py instead of logits (float and double only).
+  const TdtCase log_prob_cases[] = {
+      {3, 10, 5, 2, d5, 0, 0, 0, 0, 0, true},
+      {3, 12, 6, 2, sparse, 0, 0.1, 0.05, 0.3, 0, true, true},
+      {3, 8, 4, 2, d2, 0, 0, 0, 0, 0, true, false, 1},
+  };
+  // clang-format on
+  int index = 0;
+  for (const TdtCase& c : cases) {
+    ++seed;
+    if (!tally->Wants({0, 3, 4, 5, 8}, index++)) continue;
+    tally->Add(RunTdtCase<float>(c, seed));
+    tally->Add(RunTdtCase<double>(c, seed));
+    tally->Add(RunTdtCase<float, Half>(c, seed));
+    tally->Add(RunTdtCase<float, BFloat16>(c, seed));
+  }
+  index = 0;
+  for (const TdtCase& c : log_prob_cases) {
+    ++seed;
+    if (!tally->Wants({1, 2}, index++)) continue;
+    tally->Add(RunTdtCase<float>(c, seed));
+    tally->Add(RunTdtCase<double>(c, seed));
+  }
+}
+
 int Check(bool fail_fast, bool quick) {
   const MiCase mi_cases[] = {
       {"regular", 4, 7, 15, false, 0.05, -1},
@@ -1213,6 +1488,7 @@ int Check(bool fail_fast, bool quick) {
     tally.Add(RunRnntCase<float, BFloat16>(c, seed));
   }
   CheckJoint(seed, &tally);
+  CheckTdt(seed + 100, &tally);
   std::printf("SUMMARY: %d passed, %d failed\n", tally.passed,
               tally.total - tally.passed);
   return tally.passed == tally.total ? 0 : 1;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Input checks shared by the op kernels (mutual_information_op.cc,
-// rnnt_loss_op.cc and rnnt_joint_op.cc).  Each returns OkStatus, or an
-// InvalidArgument that names the input, the offending entry and the rule it
-// breaks.  The values are read on the host (the GPU kernels register these
-// inputs as HostMemory).
+// rnnt_loss_op.cc, rnnt_joint_op.cc and tdt_loss_op.cc).  Each returns
+// OkStatus, or an InvalidArgument that names the input, the offending entry and
+// the rule it breaks.  The values are read on the host (the GPU kernels
+// register these inputs as HostMemory).
 
 #ifndef TF_TRANSDUCER_CC_KERNELS_INPUT_CHECKS_H_
 #define TF_TRANSDUCER_CC_KERNELS_INPUT_CHECKS_H_
@@ -36,6 +36,30 @@ inline absl::Status CheckBoundary(const tensorflow::Tensor& boundary, int64_t B,
           "boundary[", b, "] = [", s_begin, ", ", t_begin, ", ", s_end, ", ",
           t_end, "] must satisfy 0 <= s_begin <= s_end <= S = ", S,
           " and 0 <= t_begin <= t_end <= T = ", T);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ranges: int64 [B, T, R], each row R consecutive symbol positions within
+// [0, S] (pruned logits: row j of frame t is position ranges[b, t, j]).
+inline absl::Status CheckRanges(const tensorflow::Tensor& ranges_in, int64_t B,
+                                int64_t T, int64_t R, int64_t S) {
+  if (ranges_in.shape() != tensorflow::TensorShape({B, T, R})) {
+    return tensorflow::errors::InvalidArgument(
+        "ranges must have shape [B, T, s_range] = [", B, ", ", T, ", ", R,
+        "], got ", ranges_in.shape().DebugString());
+  }
+  const int64_t* ranges = ranges_in.flat<int64_t>().data();
+  for (int64_t i = 0; i < B * T; ++i) {
+    const int64_t* row = ranges + i * R;
+    bool ok = row[0] >= 0 && row[0] <= S - (R - 1);  // no overflow
+    for (int64_t j = 1; j < R; ++j) ok &= row[j] == row[0] + j;
+    if (!ok) {
+      return tensorflow::errors::InvalidArgument(
+          "ranges[", i / T, ", ", i % T,
+          "] must be consecutive symbol positions within [0, S = ", S,
+          "], starting at ", row[0]);
     }
   }
   return absl::OkStatus();

@@ -175,12 +175,39 @@ absl::Status CheckGradInputs(OpKernelContext* ctx, const JointAttrs& attrs,
 
 }  // namespace
 
-// Passes 1 and 2: the cells' normalisers, px and py
-// (functor::RnntJointLoss), then the recursion.
+// Pass 1 of the joint loss: the cells' normalisers, px and py
+// (functor::RnntJointLoss) into `norms`, `px` and `py`, which the caller
+// allocated ([B, T, S + 1], [B, S, T1], [B, S + 1, T]).  On return `pr`
+// holds the problem (its symbols and boundary in copies[0, 2)).
+template <typename Device, typename TfL, typename Scalar>
+absl::Status JointFirstPass(OpKernelContext* ctx, const JointAttrs& attrs,
+                            const JointTensors& x, const Tensor& boundary,
+                            Scalar delay_penalty, Tensor* norms, Tensor* px,
+                            Tensor* py, Tensor* copies,
+                            RnntProblem<Scalar, Scalar>* pr) {
+  const int64_t B = x.B, T = x.T_len, S = x.S;
+  // Each row of logits comes from a tile or chunk (no pr.logits).
+  *pr = {B, T, S, x.C, S + 1, attrs.T1(T)};
+  const int64_t* host_boundary = boundary.flat<int64_t>().data();
+  TF_RETURN_IF_ERROR(functor::Int64Input<Device>()(
+      ctx, x.symbols->flat<int64_t>().data(), B * S, &copies[0], &pr->symbols));
+  TF_RETURN_IF_ERROR(functor::Int64Input<Device>()(ctx, host_boundary, 4 * B,
+                                                   &copies[1], &pr->boundary));
+  pr->px = px->flat<Scalar>().data();
+  pr->py = py->flat<Scalar>().data();
+  pr->norms = norms->flat<Scalar>().data();
+  pr->blank = attrs.blank;
+  pr->type = attrs.type;
+  pr->delay_penalty = delay_penalty;
+  using L = typename StorageOf<TfL>::type;
+  return functor::RnntJointLoss<Device, Scalar, L>()(
+      ctx, JointInputsOf<TfL>(x, attrs.activation), attrs.allow_tf32,
+      host_boundary, *pr);
+}
+
+// Passes 1 (JointFirstPass) and 2 (the recursion).
 template <typename Device, typename TfL, typename Scalar>
 class RnntJointLossOp : public RnntOpKernel<JointAttrs> {
-  using L = typename StorageOf<TfL>::type;
-
  public:
   using RnntOpKernel::RnntOpKernel;
 
@@ -194,26 +221,15 @@ class RnntJointLossOp : public RnntOpKernel<JointAttrs> {
     const int64_t B = x.B, T = x.T_len, S = x.S, T1 = attrs_.T1(T);
     Tensor* out[4];  // scores, px_grad, py_grad, normalizers
     OP_REQUIRES_OK(ctx, AllocateLossOutputs(ctx, B, S, T, T1, S + 1, out));
-
-    // Each row of logits comes from a tile or chunk (no pr.logits).
-    RnntProblem<Scalar, Scalar> pr{B, T, S, x.C, S + 1, T1};
-    Tensor px, py, symbols_copy, boundary_copy;
-    const int64_t* host_boundary = boundary->flat<int64_t>().data();
-    OP_REQUIRES_OK(ctx, functor::Int64Input<Device>()(
-                            ctx, x.symbols->flat<int64_t>().data(), B * S,
-                            &symbols_copy, &pr.symbols));
+    const tensorflow::DataType dt = tensorflow::DataTypeToEnum<Scalar>::value;
+    Tensor px, py, copies[2];
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, TensorShape({B, S, T1}), &px));
     OP_REQUIRES_OK(ctx,
-                   functor::Int64Input<Device>()(ctx, host_boundary, 4 * B,
-                                                 &boundary_copy, &pr.boundary));
-    OP_REQUIRES_OK(ctx, functor::Scratch(ctx, B * S * T1, &px, &pr.px));
-    OP_REQUIRES_OK(ctx, functor::Scratch(ctx, B * (S + 1) * T, &py, &pr.py));
-    pr.norms = out[3]->flat<Scalar>().data();
-    pr.blank = attrs_.blank;
-    pr.type = attrs_.type;
-    pr.delay_penalty = delay_penalty;
-    OP_REQUIRES_OK(ctx, (functor::RnntJointLoss<Device, Scalar, L>()(
-                            ctx, JointInputsOf<TfL>(x, attrs_.activation),
-                            attrs_.allow_tf32, host_boundary, pr)));
+                   ctx->allocate_temp(dt, TensorShape({B, S + 1, T}), &py));
+    RnntProblem<Scalar, Scalar> pr;
+    OP_REQUIRES_OK(ctx, (JointFirstPass<Device, TfL, Scalar>(
+                            ctx, attrs_, x, *boundary, delay_penalty, out[3],
+                            &px, &py, copies, &pr)));
     int64_t illegal;
     OP_REQUIRES_OK(ctx, (RnntRecursion<Device, Scalar>(ctx, pr, out[0], out[1],
                                                        out[2], &illegal)));
@@ -221,6 +237,36 @@ class RnntJointLossOp : public RnntOpKernel<JointAttrs> {
                 InvalidArgument("encoder, predictor, weight and bias must be "
                                 "finite: sequence ",
                                 illegal, " has a NaN or infinite logit"));
+  }
+};
+
+// TfTransducerRnntJointLogProbs: pass 1 alone, px, py and the normalisers
+// as outputs (the TDT joint loss runs its own lattice on them).
+template <typename Device, typename TfL, typename Scalar>
+class RnntJointLogProbsOp : public RnntOpKernel<JointAttrs> {
+ public:
+  using RnntOpKernel::RnntOpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    JointTensors x;
+    const Tensor* boundary;
+    Scalar delay_penalty;
+    OP_REQUIRES_OK(ctx, GetJointTensors(ctx, &x));
+    OP_REQUIRES_OK(ctx,
+                   CheckLossInputs(ctx, attrs_, x, &boundary, &delay_penalty));
+    const int64_t B = x.B, T = x.T_len, S = x.S;
+    Tensor *px, *py, *norms;
+    OP_REQUIRES_OK(
+        ctx, ctx->allocate_output(0, TensorShape({B, S, attrs_.T1(T)}), &px));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(1, TensorShape({B, S + 1, T}), &py));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(2, TensorShape({B, T, S + 1}), &norms));
+    Tensor copies[2];
+    RnntProblem<Scalar, Scalar> pr;
+    OP_REQUIRES_OK(ctx, (JointFirstPass<Device, TfL, Scalar>(
+                            ctx, attrs_, x, *boundary, delay_penalty, norms, px,
+                            py, copies, &pr)));
   }
 };
 
@@ -276,7 +322,10 @@ class RnntJointLossGradOp : public RnntOpKernel<JointAttrs> {
       RnntJointLossOp<functor::CpuDevice, TL, T>);          \
   TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                       \
       "TfTransducerRnntJointLossGrad", DEVICE_CPU, , TL, T, \
-      RnntJointLossGradOp<functor::CpuDevice, TL, T>)
+      RnntJointLossGradOp<functor::CpuDevice, TL, T>);      \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                       \
+      "TfTransducerRnntJointLogProbs", DEVICE_CPU, , TL, T, \
+      RnntJointLogProbsOp<functor::CpuDevice, TL, T>)
 
 TF_TRANSDUCER_LOSS_TYPES(TF_TRANSDUCER_REGISTER_JOINT);
 #undef TF_TRANSDUCER_REGISTER_JOINT
@@ -294,7 +343,13 @@ TF_TRANSDUCER_LOSS_TYPES(TF_TRANSDUCER_REGISTER_JOINT);
   TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                          \
       "TfTransducerRnntJointLossGrad", tensorflow::DEVICE_GPU, \
       .HostMemory("symbols"), TL, T,                           \
-      RnntJointLossGradOp<functor::GpuDevice, TL, T>)
+      RnntJointLossGradOp<functor::GpuDevice, TL, T>);         \
+  TF_TRANSDUCER_REGISTER_LOSS_KERNEL(                          \
+      "TfTransducerRnntJointLogProbs", tensorflow::DEVICE_GPU, \
+      .HostMemory("symbols")                                   \
+          .HostMemory("boundary")                              \
+          .HostMemory("delay_penalty"),                        \
+      TL, T, RnntJointLogProbsOp<functor::GpuDevice, TL, T>)
 
 TF_TRANSDUCER_LOSS_TYPES(TF_TRANSDUCER_REGISTER_JOINT_GPU);
 #undef TF_TRANSDUCER_REGISTER_JOINT_GPU

@@ -289,29 +289,6 @@ class RnntLossOp : public RnntOpKernel<> {
     return absl::OkStatus();
   }
 
-  // ranges [B, T, R]: each row R consecutive positions within [0, S].
-  static absl::Status CheckRanges(const Tensor& ranges_in, int64_t B, int64_t T,
-                                  int64_t R, int64_t S) {
-    if (ranges_in.shape() != TensorShape({B, T, R})) {
-      return InvalidArgument("ranges must have shape [B, T, s_range] = [", B,
-                             ", ", T, ", ", R, "], got ",
-                             ranges_in.shape().DebugString());
-    }
-    const int64_t* ranges = ranges_in.flat<int64_t>().data();
-    for (int64_t i = 0; i < B * T; ++i) {
-      const int64_t* row = ranges + i * R;
-      bool ok = row[0] >= 0 && row[0] <= S - (R - 1);  // no overflow
-      for (int64_t j = 1; j < R; ++j) ok &= row[j] == row[0] + j;
-      if (!ok) {
-        return InvalidArgument("ranges[", i / T, ", ", i % T,
-                               "] must be consecutive symbol positions "
-                               "within [0, S = ",
-                               S, "], starting at ", row[0]);
-      }
-    }
-    return absl::OkStatus();
-  }
-
   // Pass 1: the normalisers (into `norms`), px and py.
   absl::Status FirstPass(OpKernelContext* ctx, const Inputs& in, Tensor* norms,
                          FirstPassState* state) const {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Registration of the RNN-T loss fused with its joint network.
 
+#include <string>
+
 #include "cc/ops/rnnt_op_shapes.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -120,6 +122,44 @@ The gradients of sum_b scale[b] * scores[b] of TfTransducerRnntJointLoss
 with respect to encoder, predictor, weight and bias: each tile of logits is
 formed again, turned into its gradient (clamped as TfTransducerRnntLossGrad
 clamps) and carried back through the output layer and the activation.
+)doc");
+
+REGISTER_OP("TfTransducerRnntJointLogProbs")
+    .Input("encoder: T")
+    .Input("predictor: T")
+    .Input("weight: T")
+    .Input("bias: T")
+    .Input("symbols: int64")
+    .Input("boundary: int64")
+    .Input("delay_penalty: Tacc")
+    .Output("px: Tacc")
+    .Output("py: Tacc")
+    .Output("normalizers: Tacc")
+    .TF_TRANSDUCER_RNNT_ATTRS()
+    .Attr("activation: {'tanh', 'relu', 'identity'} = 'tanh'")
+    .Attr("allow_tf32: bool = false")
+    .SetShapeFn([](InferenceContext* c) {
+      JointDims d;
+      TF_RETURN_IF_ERROR(MergeJointInputs(c, &d));
+      std::string rnnt_type;
+      TF_RETURN_IF_ERROR(c->GetAttr("rnnt_type", &rnnt_type));
+      DimensionHandle px_frames = d.frames;
+      if (rnnt_type == "regular") {
+        TF_RETURN_IF_ERROR(c->Add(d.frames, 1, &px_frames));
+      }
+      c->set_output(0, c->MakeShape({d.batch, d.symbols, px_frames}));
+      c->set_output(1, c->MakeShape({d.batch, d.rows, d.frames}));
+      c->set_output(2, c->MakeShape({d.batch, d.frames, d.rows}));
+      return Status();
+    })
+    .Doc(R"doc(
+The first pass of TfTransducerRnntJointLoss alone: the log-softmax
+normaliser and the symbol and blank log-probs of every cell of the joint,
+without its logits: px [B, S, T (+ 1 if regular)] and py [B, S + 1, T] (-inf
+outside the boundary, rnnt_type's lattice and the delay penalty applied),
+normalizers [B, T, S + 1].  The gradient of sum(gx px + gy py) for
+occupations gx, gy >= 0 is TfTransducerRnntJointLossGrad with px_grad = gx,
+py_grad = gy; clamp and fastemit_lambda are that op's (unused here).
 )doc");
 
 }  // namespace tf_transducer

@@ -91,6 +91,13 @@ MUTANTS = (
         "constexpr unsigned kFullMask = 0x7fffffffu;",
     ),
     Mutant(
+        "TDT lattice chains a frame's zero-duration steps before summing its nodes",
+        "cc/kernels/gpu/tdt_loss.cu",
+        "    __syncthreads();\n    if (first == 0) {  // the zero-duration label"
+        " steps, up",
+        "    if (first == 0) {  // the zero-duration label steps, up",
+    ),
+    Mutant(
         "exp's 2^n shifted in a signed integer (undefined on NaN input)",
         "cc/kernels/log_space_math.h",
         "  const T scale = BitCast<T>(static_cast<UInt>(\n"

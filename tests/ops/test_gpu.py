@@ -28,6 +28,7 @@ GPU_OPS = [
     "TfTransducerRnntLossGrad",
     "TfTransducerRnntLossPruned",
     "TfTransducerRnntLossPrunedGrad",
+    "TfTransducerTdtLoss",
     "TfTransducerRnntJointLoss",
     "TfTransducerRnntJointLossGrad",
 ]
@@ -197,6 +198,31 @@ def test_pruned_rnnt_loss_gpu_equals_cpu(dtype, rtol):
         )
 
     _assert_same_on_gpu(loss, logits, rtol=rtol)
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype,rtol", [(tf.float32, 1e-4), (tf.float64, 1e-10)])
+@pytest.mark.parametrize(
+    "options", [{}, {"sigma": 0.05, "clamp": 0.05, "fastemit_lambda": 0.01}]
+)
+def test_tdt_loss_gpu_equals_cpu(dtype, rtol, options):
+    rng = np.random.default_rng(4)
+    B, T, S, C, durations = 3, 9, 4, 13, [0, 1, 2, 4]
+    durs = tf.constant(rng.normal(size=[B, T, S + 1, len(durations)]), dtype)
+    symbols = tf.constant(rng.integers(1, C, size=[B, S]), tf.int64)
+
+    def loss(tokens, durs):
+        return tt.ops.tdt_loss(
+            tokens, durs, symbols, 3, durations, reduction="sum",
+            logit_lengths=tf.constant([T, T - 2, 1], tf.int64),
+            label_lengths=tf.constant([S, S - 1, 2], tf.int64), **options,
+        )  # fmt: skip
+
+    tokens = tf.constant(rng.normal(size=[B, T, S + 1, C]), dtype)
+    cpu = _on_all("/CPU:0", loss, tokens, durs)
+    gpu = _on_all("/GPU:0", loss, tokens, durs)
+    for c, g in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(g, c, rtol=rtol, atol=rtol)
 
 
 @gpu_only

@@ -235,3 +235,28 @@ def test_nan_logits_are_refused_not_returned():
     tokens[1, 0, 0, 2] = np.nan
     with pytest.raises(tf.errors.InvalidArgumentError, match="utterance 1 has a NaN"):
         tdt_loss(tokens, durs, labels, 0, durations)
+
+
+def test_rows_of_minus_infinity_take_no_step():
+    """A node whose token (or duration) logits are all -inf has no step out:
+    the same loss as a node whose blank and label alone are -inf, and a
+    finite gradient (log_softmax of such a row is NaN; the op's is -inf)."""
+    durations = [0, 1, 2]
+    tokens, durs, labels = batch(durations)
+    tokens[0, 2, 1, :] = -np.inf
+    durs[0, 1, 2, :] = -np.inf
+    want_tokens = tokens.copy()
+    for t, u in ((2, 1), (1, 2)):
+        want_tokens[0, t, u, :] = 0.0
+        want_tokens[0, t, u, [0, labels[0, u] if u < S else 0]] = -np.inf
+    want_durs = np.where(np.isinf(durs), 0.0, durs)
+    want = tdt_loss_reference(
+        want_tokens, want_durs, labels, 0, durations, FRAMES, LABELS
+    )
+    loss, d_tokens, d_durs = with_gradients(
+        lambda a, b: tdt_loss(a, b, labels, 0, durations, reduction="sum",
+                              logit_lengths=FRAMES, label_lengths=LABELS),
+        tokens, durs,
+    )  # fmt: skip
+    np.testing.assert_allclose(loss, want.sum(), rtol=1e-6)
+    assert np.isfinite(d_tokens).all() and np.isfinite(d_durs).all()

@@ -17,6 +17,10 @@ from tf_transducer.ops.rnnt_pruned import rnnt_loss_pruned
 from tf_transducer.ops.rnnt_smoothed import get_rnnt_logprobs_smoothed
 from tf_transducer.ops.rnnt_smoothed import rnnt_loss_smoothed
 from tf_transducer.ops.tdt import tdt_loss
+from tf_transducer.ops.tdt_joint import tdt_loss_joint
+from tf_transducer.ops.tdt_pruned import get_tdt_prune_ranges
+from tf_transducer.ops.tdt_pruned import tdt_loss_pruned
+from tf_transducer.ops.tdt_simple import tdt_loss_simple
 
 __all__ = [
     "OpLibraryError",
@@ -26,6 +30,7 @@ __all__ = [
     "get_rnnt_logprobs_pruned",
     "get_rnnt_logprobs_smoothed",
     "get_rnnt_prune_ranges",
+    "get_tdt_prune_ranges",
     "in_xla_context",
     "mutual_information_recursion",
     "mutual_information_recursion_tf",
@@ -35,4 +40,7 @@ __all__ = [
     "rnnt_loss_simple",
     "rnnt_loss_smoothed",
     "tdt_loss",
+    "tdt_loss_joint",
+    "tdt_loss_pruned",
+    "tdt_loss_simple",
 ]

@@ -29,6 +29,7 @@ chunk), forming a chunk's h and l and keeping only n, px and py
 (O(B T S) values); the custom gradient forms each chunk again.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -258,17 +259,17 @@ class _Joint:
         bnd = self.boundary[:, :, tf.newaxis, tf.newaxis]
         return (s >= bnd[:, 0]) & (s <= bnd[:, 2]) & (t >= bnd[:, 1]) & (t < bnd[:, 3])
 
-    def forward(
+    def log_probs(
         self,
         encoder: tf.Tensor,
         predictor: tf.Tensor,
         weight: tf.Tensor,
         bias: tf.Tensor,
-    ) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
-        """scores [B] and what the backward pass needs (n, px_grad, py_grad).
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """n [B, T, S + 1] normalisers, px [B, S, T (+ 1)] and py [B, S + 1, T].
 
-        n: [B, T, S + 1] normalisers; px_grad [B, S, T (+ 1)], py_grad
-        [B, S + 1, T]: the occupations of the recursion's steps.
+        The lattice's log-probs (rnnt_type's, delay penalty included; -inf
+        outside the boundary), chunk by chunk.
         """
         num_sym = tf.shape(self.symbols)[1]
         num_frames = tf.shape(encoder)[1]
@@ -308,6 +309,21 @@ class _Joint:
             px = tf.pad(px, [[0, 0], [0, 0], [0, 1]], constant_values=_NEG_INF)
         px, py = _finish_logprobs(px, py, self.boundary, self.rnnt_type)
         px = _add_delay_penalty(px, self.boundary, self.rnnt_type, self.delay_penalty)
+        return norm, px, py
+
+    def forward(
+        self,
+        encoder: tf.Tensor,
+        predictor: tf.Tensor,
+        weight: tf.Tensor,
+        bias: tf.Tensor,
+    ) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
+        """scores [B] and what the backward pass needs (n, px_grad, py_grad).
+
+        n: [B, T, S + 1] normalisers; px_grad [B, S, T (+ 1)], py_grad
+        [B, S + 1, T]: the occupations of the recursion's steps.
+        """
+        norm, px, py = self.log_probs(encoder, predictor, weight, bias)
         scores, (px_grad, py_grad) = mutual_information_recursion_tf(
             px, py, self.boundary, return_grad=True
         )
@@ -356,14 +372,13 @@ class _Joint:
         )[:, tf.newaxis]
         blank_hot = tf.one_hot(self.blank, num_classes, dtype=dtype)
         scale_after = d_scores[:, tf.newaxis, tf.newaxis, tf.newaxis]
-        chunks = [_to_chunks(x, self.frames) for x in (encoder, gx, gy, norm)]
+        chunks = [_to_chunks(x, self.frames) for x in (gx, gy, norm)]
 
-        def chunk_gradients(
-            i: tf.Tensor,
-        ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-            """d encoder [B, K, J] of chunk i, its d predictor, d weight, d bias."""
-            enc, cgx, cgy, cnorm = (tf.gather(x, i) for x in chunks)
-            hidden = _hidden(enc, predictor, self.activation)  # [B, K, S + 1, J]
+        def logits_gradient(
+            i: tf.Tensor, hidden: tf.Tensor
+        ) -> tuple[tf.Tensor, tf.Tensor]:
+            """G [B, K, S + 1, C] of chunk i and its used rows [B, K, S + 1, 1]."""
+            cgx, cgy, cnorm = (tf.gather(x, i) for x in chunks)
             logits = _logits(hidden, weight, bias)  # [B, K, S + 1, C]
             g = cgx + cgy  # [B, K, S + 1]
             used = tf.not_equal(g, 0)[..., tf.newaxis]  # rows a path uses
@@ -374,54 +389,146 @@ class _Joint:
             )
             if self.clamp > 0:
                 grad = tf.clip_by_value(grad, -self.clamp, self.clamp) * scale_after
-            grad = tf.where(used, grad, tf.zeros_like(grad))
+            return tf.where(used, grad, tf.zeros_like(grad)), used
+
+        return _backward_by_chunks(
+            encoder, predictor, weight, bias, self.activation, self.frames,
+            logits_gradient,
+        )  # fmt: skip
+
+
+def _backward_by_chunks(
+    encoder: tf.Tensor, predictor: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor,
+    activation: str, frames: int,
+    logits_gradient: Callable[
+        [tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor | None]
+    ],
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
+    """Gradients of (encoder, predictor, weight, bias) of a joint, chunk by chunk.
+
+    logits_gradient(i, hidden) -> (G, used): the gradient [B, K, S + 1, C]
+    of chunk i's logits, given its hidden [B, K, S + 1, J] formed again, and
+    the rows [B, K, S + 1, 1] it uses (the others count as zero; None: all). Chunks of
+    `frames` frames as `_to_chunks` cuts them; a `tf.while_loop` keeps one
+    chunk's hidden alive at a time.
+    """
+    dtype = encoder.dtype
+    num_classes = tf.shape(weight)[1]
+    encoder_chunks = _to_chunks(encoder, frames)
+
+    def chunk_gradients(
+        i: tf.Tensor,
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """d encoder [B, K, J] of chunk i, its d predictor, d weight, d bias."""
+        hidden = _hidden(tf.gather(encoder_chunks, i), predictor, activation)
+        grad, used = logits_gradient(i, hidden)
+        if used is not None:
             hidden = tf.where(used, hidden, tf.zeros_like(hidden))
-            rows = tf.reshape(grad, [-1, num_classes])
-            d_weight = tf.matmul(
-                tf.reshape(hidden, [-1, tf.shape(hidden)[3]]), rows, transpose_a=True
-            )
-            d_hidden = tf.reshape(
-                tf.matmul(rows, weight, transpose_b=True), tf.shape(hidden)
-            )
-            slope = _activation_slope(hidden, self.activation)
-            if slope is not None:
-                d_hidden *= slope
-            d_hidden = tf.where(used, d_hidden, tf.zeros_like(d_hidden))
-            return (
-                tf.reduce_sum(d_hidden, axis=2),
-                tf.reduce_sum(d_hidden, axis=1),
-                d_weight,
-                tf.reduce_sum(rows, axis=0),
-            )
-
-        def body(
-            i: tf.Tensor,
-            d_encoder: tf.TensorArray,
-            d_predictor: tf.Tensor,
-            d_weight: tf.Tensor,
-            d_bias: tf.Tensor,
-        ) -> tuple[tf.Tensor, tf.TensorArray, tf.Tensor, tf.Tensor, tf.Tensor]:
-            de, dp, dw, db = chunk_gradients(i)
-            return (
-                i + 1,
-                d_encoder.write(i, de),
-                d_predictor + dp,
-                d_weight + dw,
-                d_bias + db,
-            )
-
-        num_chunks = tf.shape(chunks[0])[0]
-        _, d_encoder, d_predictor, d_weight, d_bias = tf.while_loop(
-            lambda i, *_: i < num_chunks,
-            body,
-            (
-                tf.constant(0),
-                tf.TensorArray(dtype, size=num_chunks),
-                tf.zeros_like(predictor),
-                tf.zeros_like(weight),
-                tf.zeros_like(bias),
-            ),
-            parallel_iterations=1,
+        rows = tf.reshape(grad, [-1, num_classes])
+        d_weight = tf.matmul(
+            tf.reshape(hidden, [-1, tf.shape(hidden)[3]]), rows, transpose_a=True
         )
-        d_encoder = _from_chunks(d_encoder.stack(), tf.shape(encoder)[1])
-        return d_encoder, d_predictor, d_weight, d_bias
+        d_hidden = tf.reshape(
+            tf.matmul(rows, weight, transpose_b=True), tf.shape(hidden)
+        )
+        slope = _activation_slope(hidden, activation)
+        if slope is not None:
+            d_hidden *= slope
+        if used is not None:
+            d_hidden = tf.where(used, d_hidden, tf.zeros_like(d_hidden))
+        return (
+            tf.reduce_sum(d_hidden, axis=2),
+            tf.reduce_sum(d_hidden, axis=1),
+            d_weight,
+            tf.reduce_sum(rows, axis=0),
+        )
+
+    def body(
+        i: tf.Tensor,
+        d_encoder: tf.TensorArray,
+        d_predictor: tf.Tensor,
+        d_weight: tf.Tensor,
+        d_bias: tf.Tensor,
+    ) -> tuple[tf.Tensor, tf.TensorArray, tf.Tensor, tf.Tensor, tf.Tensor]:
+        de, dp, dw, db = chunk_gradients(i)
+        return (
+            i + 1,
+            d_encoder.write(i, de),
+            d_predictor + dp,
+            d_weight + dw,
+            d_bias + db,
+        )
+
+    num_chunks = tf.shape(encoder_chunks)[0]
+    _, d_encoder, d_predictor, d_weight, d_bias = tf.while_loop(
+        lambda i, *_: i < num_chunks,
+        body,
+        (
+            tf.constant(0),
+            tf.TensorArray(dtype, size=num_chunks),
+            tf.zeros_like(predictor),
+            tf.zeros_like(weight),
+            tf.zeros_like(bias),
+        ),
+        parallel_iterations=1,
+    )
+    d_encoder = _from_chunks(d_encoder.stack(), tf.shape(encoder)[1])
+    return d_encoder, d_predictor, d_weight, d_bias
+
+
+def joint_head_logits(
+    encoder: TensorLike, predictor: TensorLike, weight: TensorLike, bias: TensorLike,
+    activation: str = "tanh", chunk_size: int | None = None,
+) -> tf.Tensor:  # fmt: skip
+    """act(encoder[b, t] + predictor[b, s]) @ weight + bias, [B, T, S + 1, K].
+
+    The logits of a small head of the joint (K columns, e.g. a TDT model's
+    durations), formed a chunk of frames at a time so that the hidden
+    [B, T, S + 1, J] never exists whole; the custom gradient forms each
+    chunk's hidden again. Only ops XLA compiles; nothing is checked here.
+
+    Args:
+      encoder: float [B, T, J].
+      predictor: float [B, S + 1, J], encoder's dtype.
+      weight: float [J, K].
+      bias: float [K].
+      activation: "tanh", "relu" or "identity".
+      chunk_size: frames per chunk; None chooses one (`chunk_frames`).
+    """
+    encoder = tf.convert_to_tensor(encoder, name="encoder")
+    predictor = tf.convert_to_tensor(predictor, name="predictor")
+    weight = tf.convert_to_tensor(weight, name="weight")
+    bias = tf.convert_to_tensor(bias, name="bias")
+    frames = chunk_frames(chunk_size, encoder, predictor, weight)
+
+    @tf.custom_gradient
+    def head(
+        encoder: tf.Tensor, predictor: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor
+    ) -> Any:
+        def chunk_logits(enc: tf.Tensor) -> tf.Tensor:
+            return _logits(_hidden(enc, predictor, activation), weight, bias)
+
+        logits = _from_chunks(
+            tf.map_fn(
+                chunk_logits,
+                _to_chunks(encoder, frames),
+                fn_output_signature=encoder.dtype,
+                parallel_iterations=1,
+            ),
+            tf.shape(encoder)[1],
+        )
+
+        def backward(d_logits: tf.Tensor) -> tuple[tf.Tensor, ...]:
+            grads = _to_chunks(tf.cast(d_logits, encoder.dtype), frames)
+
+            def logits_gradient(i, hidden):
+                return tf.gather(grads, i), None
+
+            return _backward_by_chunks(
+                encoder, predictor, weight, bias, activation, frames,
+                logits_gradient,
+            )  # fmt: skip
+
+        return logits, backward
+
+    return head(encoder, predictor, weight, bias)

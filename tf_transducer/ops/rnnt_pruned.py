@@ -270,13 +270,15 @@ def _prune_with_op_gradient(am, lm, ranges):
 
 
 def _unprune(values: tf.Tensor, begin: tf.Tensor, width: TensorLike) -> tf.Tensor:
-    """[B, T, s_range] values at s = begin + j -> [B, T, width], -inf elsewhere."""
+    """[B, T, s_range, ...] at s = begin + j -> [B, T, width, ...], -inf elsewhere."""
     s_range = tf.shape(values, out_type=tf.int64)[2]
     j = tf.range(width, dtype=tf.int64)[tf.newaxis, tf.newaxis] - begin[..., tf.newaxis]
     inside = (j >= 0) & (j < s_range)
     picked = tf.gather(
         values, tf.clip_by_value(j, 0, s_range - 1), axis=2, batch_dims=2
     )
+    for _ in range(values.shape.rank - 3):  # trailing dimensions
+        inside = inside[..., tf.newaxis]
     return tf.where(inside, picked, tf.cast(_NEG_INF, values.dtype))
 
 

@@ -39,8 +39,7 @@ from tf_transducer.ops.rnnt import _with_clamped_gradient
 from tf_transducer.ops.rnnt import rnnt_loss
 from tf_transducer.ops.rnnt_lattice import _reduce
 from tf_transducer.ops.tdt_tf import tdt_log_probs
-from tf_transducer.ops.tdt_tf import tdt_scores_tf
-from tf_transducer.ops.tdt_tf import tdt_step_weights
+from tf_transducer.ops.tdt_tf import tdt_scores_of_log_probs
 
 DEFAULT_DURATIONS = (0, 1, 2, 3, 4)
 MAX_DURATIONS = 32  # the kernels' limit (cc/kernels/tdt_loss.h)
@@ -71,6 +70,27 @@ def check_durations(durations: Any, name: str = "durations") -> tuple[int, ...]:
     return tuple(values)
 
 
+def check_options(
+    durations: Any, reduction: Any, sigma: Any, omega: Any = 0.0, clamp: Any = -1.0,
+    fastemit_lambda: Any = 0.0,
+) -> tuple[tuple[int, ...], float, float, float, float]:  # fmt: skip
+    """The TDT losses' options, checked.
+
+    Returns (durations, sigma, omega, clamp, fastemit_lambda); raises
+    ValueError naming the bad one.
+    """
+    durations = check_durations(durations)
+    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    sigma = real_number("sigma", sigma, minimum=0.0)
+    omega = real_number("omega", omega, minimum=0.0)
+    if omega > 1:
+        raise ValueError(f"omega must lie in [0, 1], got {omega:g}")
+    clamp = clamp_value(clamp)
+    fastemit_lambda = real_number("fastemit_lambda", fastemit_lambda, minimum=0.0)
+    return durations, sigma, omega, float(clamp), fastemit_lambda
+
+
 def _check_blank(blank, num_classes):
     if not isinstance(blank, int) or isinstance(blank, bool):
         raise ValueError(f"blank must be a Python int, got {blank!r}")
@@ -97,9 +117,11 @@ def _lengths(lengths, name, batch, default, low, high):
 
 
 def _check_inputs(token_logits, duration_logits, symbols, blank, durations,
-                  logit_lengths, label_lengths):  # fmt: skip
-    tokens = float_tensor(token_logits, "token_logits", 4, "[B, T, S + 1, C]")
-    durs = float_tensor(duration_logits, "duration_logits", 4, "[B, T, S + 1, K]")
+                  logit_lengths, label_lengths, pruned=False):  # fmt: skip
+    """The checked inputs; with `pruned`, logits of s_range rows a frame."""
+    rows = "s_range" if pruned else "S + 1"
+    tokens = float_tensor(token_logits, "token_logits", 4, f"[B, T, {rows}, C]")
+    durs = float_tensor(duration_logits, "duration_logits", 4, f"[B, T, {rows}, K]")
     if durs.dtype != tokens.dtype:
         raise ValueError(
             f"duration_logits must have the dtype of token_logits "
@@ -112,13 +134,17 @@ def _check_inputs(token_logits, duration_logits, symbols, blank, durations,
         )
     if not tokens.shape[:3].is_compatible_with(durs.shape[:3]):
         raise ValueError(
-            f"duration_logits {durs.shape} must share [B, T, S + 1] with "
+            f"duration_logits {durs.shape} must share [B, T, {rows}] with "
             f"token_logits {tokens.shape}"
         )
     num_classes = _dim(tokens, 3)
     _check_blank(blank, num_classes)
     batch, frames = tf.shape(tokens)[0], _dim(tokens, 1)
-    num_symbols = _dim(tokens, 2) - 1
+    if pruned:
+        symbols = integer_tensor(symbols, "symbols", 2, "[B, S]")
+        num_symbols = _dim(symbols, 1)
+    else:
+        num_symbols = _dim(tokens, 2) - 1
     symbols = _check_symbols(symbols, _dim(tokens, 0), num_symbols, num_classes)
     logit_lengths = _lengths(logit_lengths, "logit_lengths", batch, frames, 1, frames)
     label_lengths = _lengths(
@@ -149,24 +175,19 @@ def _tdt_loss_grad(op, d_scores, *unused_d_statistics):
     return [d_tokens, d_durations, None, None, None]
 
 
-def _xla_scores(tokens, durs, symbols, blank, durations, sigma, logit_lengths,
-                label_lengths, clamp, fastemit_lambda):  # fmt: skip
-    """log P [B] in pure TensorFlow, with the op's FastEmit and clamp."""
+def _xla_scores(tokens, durs, log_probs, durations, logit_lengths, label_lengths,
+                clamp, fastemit_lambda):  # fmt: skip
+    """log P [B] in pure TensorFlow, with the op's FastEmit and clamp.
+
+    log_probs(tokens, durs) -> the nodes' (label, blank, duration) log-probs
+    (`tdt_log_probs`), of the inputs widened to float32 (float64 stays).
+    """
     dtype = tf.float64 if tokens.dtype == tf.float64 else tf.float32
 
     def scores_of(tokens, durs):
-        labels, blanks, dur = tdt_log_probs(
-            tf.cast(tokens, dtype), tf.cast(durs, dtype), symbols, blank, sigma
-        )
-        label_w, blank_w = tdt_step_weights(
-            labels, blanks, dur, durations, logit_lengths, label_lengths
-        )
-        if fastemit_lambda > 0:  # the same value, its gradient (1 + lambda) times
-            delta = label_w - tf.stop_gradient(label_w)
-            label_w += fastemit_lambda * tf.where(
-                tf.math.is_finite(label_w), delta, tf.zeros_like(delta)
-            )
-        return tdt_scores_tf(label_w, blank_w, durations, logit_lengths, label_lengths)
+        labels, blanks, dur = log_probs(tf.cast(tokens, dtype), tf.cast(durs, dtype))
+        return tdt_scores_of_log_probs(labels, blanks, dur, durations, logit_lengths,
+                                       label_lengths, fastemit_lambda)  # fmt: skip
 
     if clamp <= 0:
         return scores_of(tokens, durs)
@@ -220,15 +241,9 @@ def tdt_loss(
     Returns:
       The loss: [B] with reduction "none", else a scalar.
     """
-    durations = check_durations(durations)
-    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    sigma = real_number("sigma", sigma, minimum=0.0)
-    omega = real_number("omega", omega, minimum=0.0)
-    if omega > 1:
-        raise ValueError(f"omega must lie in [0, 1], got {omega:g}")
-    clamp = clamp_value(clamp)
-    fastemit_lambda = real_number("fastemit_lambda", fastemit_lambda, minimum=0.0)
+    durations, sigma, omega, clamp, fastemit_lambda = check_options(
+        durations, reduction, sigma, omega, clamp, fastemit_lambda
+    )
     with tf.name_scope("tdt_loss"):
         tokens, durs, symbols, frames, labels = _check_inputs(
             token_logits, duration_logits, symbols, blank, durations,
@@ -237,8 +252,11 @@ def tdt_loss(
         xla = in_xla_context()
         _loader.note_cpu_or_xla_path(xla)
         if xla:
-            scores = _xla_scores(tokens, durs, symbols, blank, durations, sigma,
-                                 frames, labels, clamp, fastemit_lambda)  # fmt: skip
+            scores = _xla_scores(
+                tokens, durs,
+                lambda x, d: tdt_log_probs(x, d, symbols, blank, sigma),
+                durations, frames, labels, clamp, fastemit_lambda,
+            )  # fmt: skip
         else:
             scores, *_ = _loader.op_library().tf_transducer_tdt_loss(
                 token_logits=tokens,

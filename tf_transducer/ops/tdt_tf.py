@@ -245,3 +245,36 @@ def tdt_scores_tf(
         return scores, grad
 
     return scores_of(label_w, blank_w)
+
+
+def tdt_node_log_probs(
+    px: tf.Tensor, py: tf.Tensor, sigma: float = 0.0
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """(label [B, T, S], blank [B, T, S + 1]) from px [B, S, T], py [B, S + 1, T].
+
+    The layout `tdt_log_probs` returns, sigma subtracted from both.
+    """
+    return tf.transpose(px, [0, 2, 1]) - sigma, tf.transpose(py, [0, 2, 1]) - sigma
+
+
+def tdt_scores_of_log_probs(
+    labels: tf.Tensor, blanks: tf.Tensor, durations_lp: tf.Tensor,
+    durations: Sequence[int], logit_lengths: tf.Tensor, label_lengths: tf.Tensor,
+    fastemit_lambda: float = 0.0,
+) -> tf.Tensor:  # fmt: skip
+    """log P(y | x) [B] from the nodes' log-probs, differentiable.
+
+    labels [B, T, S], blanks [B, T, S + 1] and durations_lp [B, T, S + 1, K]
+    as `tdt_log_probs` returns them. FastEmit as the fused op: the value is
+    unchanged, the gradient through every label step (1 + fastemit_lambda)
+    times.
+    """
+    label_w, blank_w = tdt_step_weights(
+        labels, blanks, durations_lp, durations, logit_lengths, label_lengths
+    )
+    if fastemit_lambda > 0:  # the same value, its gradient (1 + lambda) times
+        delta = label_w - tf.stop_gradient(label_w)
+        label_w += fastemit_lambda * tf.where(
+            tf.math.is_finite(label_w), delta, tf.zeros_like(delta)
+        )
+    return tdt_scores_tf(label_w, blank_w, durations, logit_lengths, label_lengths)

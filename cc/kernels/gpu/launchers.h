@@ -18,6 +18,7 @@
 #include "cc/kernels/mutual_information_cell.h"
 #include "cc/kernels/rnnt_joint.h"
 #include "cc/kernels/rnnt_loss.h"
+#include "cc/kernels/tdt_loss.h"
 
 namespace tf_transducer {
 namespace gpu {
@@ -71,6 +72,20 @@ LaunchStatus RnntLogProbs(const RnntProblem<T, L>& p, void* stream);
 // logit read once and each gradient element written once.
 template <typename T, typename L>
 LaunchStatus RnntGradient(const RnntGradientProblem<T, L>& p, void* stream);
+
+// The TDT loss (tdt_loss.cu; tdt_loss_op.cc has the formulas): pass 1 (a
+// warp per row of token logits: normaliser, label and blank log-probs,
+// log-softmaxed durations; normaliser 0 for the rows outside an
+// utterance; for pruned rows the other nodes' log-probs are -inf first;
+// with token log-probs instead, a thread per node), then the lattice of each
+// utterance (a thread block per utterance: each frame's nodes in parallel, the
+// zero-duration label steps of a frame in order).  p.label_occ, p.blank_occ and
+// p.d_dur are zeroed first.  illegal[b] (device, B bytes) is set to 1 for an
+// utterance whose score is NaN or +inf, whose gradient stays zero; 0 for the
+// others.  All pointers of `p` (and its lattice's) are device pointers.
+// Instantiated for TF_TRANSDUCER_GPU_LOSS_TYPES.
+template <typename T, typename L>
+LaunchStatus TdtLoss(const TdtProblem<T, L>& p, char* illegal, void* stream);
 
 // ---------------------------------------------------------------------------
 // The RNN-T loss fused with its joint network (rnnt_joint.cu; the formulas

@@ -34,9 +34,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
+#include "cc/kernels/gpu/fill.h"
 #include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
 #include "cc/kernels/gpu/warp_row.h"
@@ -118,11 +120,6 @@ __device__ inline T Activate(JointActivation activation, T x) {
     default:
       return x;
   }
-}
-
-template <typename T>
-__global__ void Fill(T* x, int64_t n, T value) {
-  TT_GRID_STRIDE(i, n) { x[i] = value; }
 }
 
 // wide[i] = in[i] as T (16-bit inputs).
@@ -591,10 +588,12 @@ LaunchStatus RnntJointLogProbs(const RnntJointProblem<T, L>& joint,
   const int64_t n_px = rows.B * rows.S * rows.T1;
   const int64_t n_py = rows.B * (rows.S + 1) * rows.T_len;
   const int64_t n_norms = rows.B * rows.T_len * (rows.S + 1);
-  TT_LAUNCH(Blocks(n_px), kThreads, 0, st, Fill<T>)(rows.px, n_px, kNegInf);
-  TT_LAUNCH(Blocks(n_py), kThreads, 0, st, Fill<T>)(rows.py, n_py, kNegInf);
-  TT_LAUNCH(Blocks(n_norms), kThreads, 0, st, Fill<T>)(rows.norms, n_norms,
-                                                       T(0));
+  for (const auto& [x, n, value] :
+       {std::tuple(rows.px, n_px, kNegInf), std::tuple(rows.py, n_py, kNegInf),
+        std::tuple(rows.norms, n_norms, T(0))}) {
+    const LaunchStatus filled = LaunchFill(x, n, value, st);
+    if (filled != cudaSuccess) return filled;
+  }
   const T *weight, *bias;
   WideWeights(joint, st, &weight, &bias);
   for (const JointChunk& chunk : plan.chunks) {

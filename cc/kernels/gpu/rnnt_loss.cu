@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "cc/kernels/gpu/fill.h"
 #include "cc/kernels/gpu/launch.h"
 #include "cc/kernels/gpu/launchers.h"
 #include "cc/kernels/gpu/warp_row.h"
@@ -20,22 +21,6 @@
 namespace tf_transducer {
 namespace gpu {
 namespace {
-
-template <typename T>
-__global__ void Fill(T* x, int64_t n, T value) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += step) {
-    x[i] = value;
-  }
-}
-
-template <typename T>
-LaunchStatus LaunchFill(T* x, int64_t n, T value, cudaStream_t stream) {
-  const int64_t blocks = std::min<int64_t>(4096, (n + 255) / 256);
-  if (blocks > 0) TT_LAUNCH(blocks, 256, 0, stream, Fill<T>)(x, n, value);
-  return cudaGetLastError();
-}
 
 template <typename T, typename L>
 __global__ void LogProbsKernel(RnntProblem<T, L> p) {
