@@ -262,6 +262,16 @@ def fused_call(loss, y_true, encoder, decoder, lengths):
 LATTICE = LAYERS["RecognitionLattice"]["make"]()
 
 
+TDT_JOINER = tt.layers.TransducerJoiner(V, 3, durations=[0, 1, 2])
+TDT_JOINER.build((None, 3), (None, 3))
+
+
+def fused_tdt_call(loss, y_true, encoder, decoder, lengths):
+    y_pred = dict(encoder=encoder, decoder=decoder, joiner=TDT_JOINER,
+                  logit_lengths=lengths)  # fmt: skip
+    return loss(y_true, y_pred)
+
+
 def tdt_call(loss, y_true, tokens, durations, lengths):
     y_pred = dict(token_logits=tokens, duration_logits=durations, logit_lengths=lengths)
     return loss(y_true, y_pred)
@@ -333,6 +343,18 @@ LOSSES = {
             np.array([LOGITS.shape[1], 2], np.int32),
         ),
         call=tdt_call,
+    ),
+    "FusedTdtLoss": dict(
+        make=lambda **kw: tt.FusedTdtLoss(durations=[0, 1, 2], sigma=0.05, **kw),
+        inputs=(
+            LABELS,
+            RNG.normal(size=(2, 7, 3)).astype(np.float32),
+            RNG.normal(size=(2, 4, 3)).astype(np.float32),
+            np.array([7, 5], np.int32),
+        ),
+        call=fused_tdt_call,
+        # more frames, holding garbage
+        padding=Padding(1, 3, lambda out: [(out, None)]),
     ),
     "FusedRnntLoss": dict(
         make=tt.FusedRnntLoss,
@@ -427,6 +449,10 @@ MODELS = {
     "Transducer/tdt": dict(
         make=lambda: transducer(durations=[0, 1, 2]),
         loss=lambda: tt.TdtLoss(durations=[0, 1, 2], sigma=0.05),
+    ),
+    "Transducer/fused-tdt": dict(
+        make=lambda: transducer(durations=[0, 1, 3]),
+        loss=lambda: tt.FusedTdtLoss(durations=[0, 1, 3], omega=0.2),
     ),
     "Transducer/pruned": dict(
         make=lambda: transducer(kind="stateless"),

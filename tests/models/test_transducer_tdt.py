@@ -69,3 +69,19 @@ def test_the_joiner_refuses_bad_durations_and_heads_it_lacks():
     with pytest.raises(ValueError, match="has no duration head"):
         joiner.joint_heads(np.zeros((1, 8), np.float32), np.zeros((1, 8), np.float32))
     assert "durations" not in joiner.get_config()  # a plain joiner's config as before
+    with pytest.raises(ValueError, match="has no duration head"):
+        joiner.duration_weights()
+
+
+def test_the_fused_loss_is_the_loss_of_the_joiners_logits():
+    model = tdt_model()
+    model((FEATURES, LENGTHS))
+    y_pred = model((FEATURES, LENGTHS), training=False)
+    losses = {}
+    for loss in (tt.TdtLoss(DURATIONS, sigma=0.05, omega=0.2),
+                 tt.FusedTdtLoss(DURATIONS, sigma=0.05, omega=0.2)):  # fmt: skip
+        model.compile(optimizer="adam", loss=loss)
+        losses[type(loss).__name__] = float(
+            model.compute_loss(y=LABELS, y_pred=y_pred, training=False)
+        )
+    assert losses["FusedTdtLoss"] == pytest.approx(losses["TdtLoss"], rel=1e-5)

@@ -28,8 +28,8 @@ class TransducerJoiner(keras.layers.Layer):
 
     With `durations`, the joiner is a Token-and-Duration Transducer's: a
     second output layer on the same hidden activation gives the duration
-    logits [..., K] (`joint_heads`, `TdtLoss`), normalised apart from the
-    tokens'.
+    logits [..., K] (`joint_heads`, `TdtLoss`; `duration_weights` for
+    `FusedTdtLoss`), normalised apart from the tokens'.
 
     Args:
       vocab_size: classes including the blank.
@@ -94,6 +94,19 @@ class TransducerJoiner(keras.layers.Layer):
         self, encoder_projected: tf.Tensor, decoder_projected: tf.Tensor
     ) -> tf.Tensor:
         return self.output_projection(tf.tanh(encoder_projected + decoder_projected))
+
+    def duration_weights(self) -> tuple[keras.Variable, keras.Variable]:
+        """The duration head's kernel [J, K] and bias [K]: the variables.
+
+        What `FusedTdtLoss` trains without forming the joint's logits.
+        """
+        if self.duration_projection is None:
+            raise ValueError(
+                f"the joiner {self.name!r} has no duration head: build it with "
+                "durations=[0, 1, ...] for a Token-and-Duration Transducer"
+            )
+        self.output_weights()  # built, or a clear error
+        return self.duration_projection.kernel, self.duration_projection.bias
 
     def joint_heads(
         self, encoder_projected: tf.Tensor, decoder_projected: tf.Tensor

@@ -11,6 +11,7 @@ from tf_transducer.losses.lattice import RecognitionLatticeLoss
 from tf_transducer.losses.neural_transducer import NeuralTransducerLoss
 from tf_transducer.losses.pruned import PrunedRnntLoss
 from tf_transducer.losses.rnnt import RnntLoss
+from tf_transducer.losses.tdt import FusedTdtLoss
 from tf_transducer.losses.tdt import TdtLoss
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "PrunedRnntLoss",
     "RecognitionLatticeLoss",
     "RnntLoss",
+    "FusedTdtLoss",
     "TdtLoss",
     "ctc_feasible",
 ]

@@ -2,7 +2,9 @@
 """FusedRnntLoss: the RNN-T loss of a joint network whose logits never exist."""
 
 from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
+from typing import NamedTuple
 
 import keras
 import tensorflow as tf
@@ -10,6 +12,75 @@ import tensorflow as tf
 from tf_transducer._checks import TensorLike
 from tf_transducer.losses.base import TransducerLoss
 from tf_transducer.ops import rnnt_joint
+
+
+class JointInputs(NamedTuple):
+    """What a fused loss reads of y_pred: the joiner's inputs and weights."""
+
+    encoder: tf.Tensor  # [B, T, J]
+    decoder: tf.Tensor  # [B, S + 1, J], encoder's dtype
+    output: tuple[tf.Tensor, tf.Tensor]  # kernel [J, C], bias [C]
+    activation: str
+    frame_mask: Any  # the Keras mask of y_pred["encoder"], or None
+    joiner: Any
+
+
+def read_joint_inputs(
+    y_pred: Any, loss_name: str, keys: Sequence[str] = ()
+) -> JointInputs:
+    """y_pred's "encoder", "decoder" and "joiner", checked; errors name them.
+
+    The joiner's output kernel and bias are cast to the projections' dtype
+    (its variables are float32 under mixed precision, as Dense would).
+    `keys`: further keys y_pred must hold.
+    """
+    required = ("encoder", "decoder", "joiner", *keys)
+    if not isinstance(y_pred, Mapping):
+        raise ValueError(
+            f"y_pred must be a mapping with keys {required}, got "
+            f"{type(y_pred).__name__} (see the {loss_name} docstring)"
+        )
+    missing = [key for key in required if key not in y_pred]
+    if missing:
+        raise ValueError(f"y_pred lacks the keys {missing}")
+    joiner = y_pred["joiner"]
+    if not callable(getattr(joiner, "output_weights", None)):
+        raise ValueError(
+            'y_pred["joiner"] must have output_weights() -> (kernel [J, C], '
+            f"bias [C]) and an activation, as TransducerJoiner; got {joiner!r}"
+        )
+    activation = getattr(joiner, "activation", None)
+    if activation not in rnnt_joint.ACTIVATIONS:
+        raise ValueError(
+            f'y_pred["joiner"].activation must be one of '
+            f"{rnnt_joint.ACTIVATIONS}, got {activation!r}"
+        )
+    kernel, bias = joiner.output_weights()
+    encoder = y_pred["encoder"]
+    frame_mask = getattr(encoder, "_keras_mask", None)
+    encoder = tf.convert_to_tensor(encoder, name="encoder")
+    decoder = tf.convert_to_tensor(y_pred["decoder"], name="decoder")
+    for key, x in (("encoder", encoder), ("decoder", decoder)):
+        if x.shape.rank != 3 or not x.dtype.is_floating:
+            rows = "T" if key == "encoder" else "S + 1"
+            raise ValueError(
+                f'y_pred["{key}"] must be float [B, {rows}, J], got '
+                f"{x.dtype.name} of shape {x.shape}"
+            )
+    if decoder.dtype != encoder.dtype:
+        raise ValueError(
+            f'y_pred["decoder"] must have the dtype of y_pred["encoder"] '
+            f"({encoder.dtype.name}), got {decoder.dtype.name}"
+        )
+    widths = {
+        'y_pred["encoder"]': encoder.shape[2],
+        'y_pred["decoder"]': decoder.shape[2],
+        "the joiner's output kernel": kernel.shape[0],
+    }
+    if len({w for w in widths.values() if w is not None}) > 1:
+        raise ValueError(f"the joint width J must agree, got {widths} (kernel [J, C])")
+    output = (tf.cast(kernel, encoder.dtype), tf.cast(bias, encoder.dtype))
+    return JointInputs(encoder, decoder, output, activation, frame_mask, joiner)
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -94,61 +165,9 @@ class FusedRnntLoss(TransducerLoss):
         config["allow_tf32"] = self.allow_tf32
         return config
 
-    def _joiner_parameters(self, joiner: Any) -> tuple[Any, Any, str]:
-        """(kernel [J, C], bias [C], activation) of y_pred["joiner"]."""
-        if not callable(getattr(joiner, "output_weights", None)):
-            raise ValueError(
-                'y_pred["joiner"] must have output_weights() -> (kernel [J, C], '
-                f"bias [C]) and an activation, as TransducerJoiner; got {joiner!r}"
-            )
-        activation = getattr(joiner, "activation", None)
-        if activation not in rnnt_joint.ACTIVATIONS:
-            raise ValueError(
-                f'y_pred["joiner"].activation must be one of '
-                f"{rnnt_joint.ACTIVATIONS}, got {activation!r}"
-            )
-        kernel, bias = joiner.output_weights()
-        return kernel, bias, activation
-
     def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
-        if not isinstance(y_pred, Mapping):
-            raise ValueError(
-                f"y_pred must be a mapping with keys {self._KEYS}, got "
-                f"{type(y_pred).__name__} (see the FusedRnntLoss docstring)"
-            )
-        missing = [key for key in self._KEYS if key not in y_pred]
-        if missing:
-            raise ValueError(f"y_pred lacks the keys {missing}")
-        kernel, bias, activation = self._joiner_parameters(y_pred["joiner"])
-        encoder = y_pred["encoder"]
-        frame_mask = getattr(encoder, "_keras_mask", None)
-        encoder = tf.convert_to_tensor(encoder, name="encoder")
-        decoder = tf.convert_to_tensor(y_pred["decoder"], name="decoder")
-        for key, x in (("encoder", encoder), ("decoder", decoder)):
-            if x.shape.rank != 3 or not x.dtype.is_floating:
-                rows = "T" if key == "encoder" else "S + 1"
-                raise ValueError(
-                    f'y_pred["{key}"] must be float [B, {rows}, J], got '
-                    f"{x.dtype.name} of shape {x.shape}"
-                )
-        if decoder.dtype != encoder.dtype:
-            raise ValueError(
-                f'y_pred["decoder"] must have the dtype of y_pred["encoder"] '
-                f"({encoder.dtype.name}), got {decoder.dtype.name}"
-            )
-        widths = {
-            'y_pred["encoder"]': encoder.shape[2],
-            'y_pred["decoder"]': decoder.shape[2],
-            "the joiner's output kernel": kernel.shape[0],
-        }
-        if len({w for w in widths.values() if w is not None}) > 1:
-            raise ValueError(
-                f"the joint width J must agree, got {widths} (kernel [J, C])"
-            )
-        # The output layer's variables are float32 under mixed precision:
-        # cast as Dense would, to the projections' dtype.
-        kernel = tf.cast(kernel, encoder.dtype)
-        bias = tf.cast(bias, encoder.dtype)
+        joint = read_joint_inputs(y_pred, type(self).__name__)
+        encoder, decoder, kernel, bias = joint.encoder, joint.decoder, *joint.output
         num_classes = kernel.shape[1]
         if num_classes is not None and self.blank >= num_classes:
             raise ValueError(
@@ -165,7 +184,7 @@ class FusedRnntLoss(TransducerLoss):
             logit_lengths = self._frame_counts(
                 tf.shape(encoder)[1],
                 tf.shape(symbols)[0],
-                frame_mask,
+                joint.frame_mask,
                 'y_pred["encoder"]',
             )
         return rnnt_joint.rnnt_loss_joint(
@@ -175,7 +194,7 @@ class FusedRnntLoss(TransducerLoss):
             bias,
             symbols,
             self.blank,
-            activation=activation,
+            activation=joint.activation,
             rnnt_type=self.rnnt_type,
             delay_penalty=self.delay_penalty,
             reduction="none",

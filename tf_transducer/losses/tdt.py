@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""TdtLoss: the Token-and-Duration Transducer loss of a joint's two heads."""
+"""TdtLoss and FusedTdtLoss: the TDT loss of a joint's two heads' logits or inputs."""
 
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -13,7 +13,9 @@ from tf_transducer._checks import clamp_value
 from tf_transducer._checks import real_number
 from tf_transducer.losses.base import LabelSequenceLoss
 from tf_transducer.losses.base import check_blank
+from tf_transducer.losses.fused import read_joint_inputs
 from tf_transducer.ops import tdt
+from tf_transducer.ops import tdt_joint
 
 
 @keras.saving.register_keras_serializable(package="tf_transducer")
@@ -122,4 +124,80 @@ class TdtLoss(LabelSequenceLoss):
             clamp=self.clamp,
             fastemit_lambda=self.fastemit_lambda,
         )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="tf_transducer")
+class FusedTdtLoss(TdtLoss):
+    """The TDT loss of the joiner's inputs: `TdtLoss` without its logits.
+
+    The same loss as `TdtLoss` on the joiner's two heads, computed by
+    `tf_transducer.tdt_loss_joint`: neither the token logits
+    [B, T, S + 1, C] nor the hidden [B, T, S + 1, J] is ever stored, so the
+    memory does not grow with the vocabulary. The gradients reach the
+    projections and both output layers.
+
+    Args:
+      durations, blank, sigma, omega, pad_id, clamp, fastemit_lambda,
+        reduction, name: as `TdtLoss`.
+      allow_tf32: as `FusedRnntLoss`.
+
+    Call arguments:
+      y_true: int labels [B, S], padded with `pad_id`.
+      y_pred: a mapping with "encoder" [B, T, J] and "decoder" [B, S + 1, J]
+        (the joiner's projections, as for `FusedRnntLoss`), "joiner" (with
+        `output_weights()`, `duration_weights()` -> (kernel [J, K], bias
+        [K]) and `activation`: a `TransducerJoiner` with durations), and
+        optionally "logit_lengths" int [B]. `tf_transducer.models.Transducer`
+        builds it in its `compute_loss`.
+      sample_weight: optional [B] weights.
+    """
+
+    def __init__(
+        self, durations: Sequence[int] = tdt.DEFAULT_DURATIONS, blank: int = 0,
+        sigma: float = 0.0, omega: float = 0.0, pad_id: int = -1,
+        clamp: float = -1.0, fastemit_lambda: float = 0.0,
+        reduction: str | None = "sum_over_batch_size", name: str = "fused_tdt_loss",
+        dtype: str | keras.DTypePolicy | None = None, allow_tf32: bool = False,
+    ) -> None:  # fmt: skip
+        super().__init__(durations, blank, sigma, omega, pad_id, clamp,
+                         fastemit_lambda, reduction, name, dtype)  # fmt: skip
+        if not isinstance(allow_tf32, bool):
+            raise ValueError(f"allow_tf32 must be True or False, got {allow_tf32!r}")
+        self.allow_tf32 = allow_tf32
+
+    def _per_utterance(self, y_true: TensorLike, y_pred: Any) -> tf.Tensor:
+        joint = read_joint_inputs(y_pred, "FusedTdtLoss")
+        if not callable(getattr(joint.joiner, "duration_weights", None)):
+            raise ValueError(
+                'y_pred["joiner"] must have duration_weights() -> (kernel [J, K], '
+                "bias [K]), as a TransducerJoiner with durations; got "
+                f"{joint.joiner!r}"
+            )
+        duration_kernel, duration_bias = (
+            tf.cast(x, joint.encoder.dtype) for x in joint.joiner.duration_weights()
+        )
+        kernel, bias = joint.output
+        batch = tf.shape(joint.encoder)[0]
+        symbols, label_lengths = self._labels(y_true, tf.shape(kernel)[1], batch)
+        symbols = self._fitting_rows(
+            symbols, tf.shape(joint.decoder)[1], 'y_pred["decoder"]', per=""
+        )
+        lengths = y_pred.get("logit_lengths")
+        if lengths is None:
+            lengths = self._frame_counts(
+                tf.shape(joint.encoder)[1], batch, joint.frame_mask,
+                'y_pred["encoder"]',
+            )  # fmt: skip
+        return tdt_joint.tdt_loss_joint(
+            joint.encoder, joint.decoder, kernel, bias, duration_kernel,
+            duration_bias, symbols, self.blank, self.durations, joint.activation,
+            sigma=self.sigma, omega=self.omega, reduction="none",
+            logit_lengths=lengths, label_lengths=label_lengths, clamp=self.clamp,
+            fastemit_lambda=self.fastemit_lambda, allow_tf32=self.allow_tf32,
+        )  # fmt: skip
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config["allow_tf32"] = self.allow_tf32
         return config

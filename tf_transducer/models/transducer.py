@@ -17,6 +17,7 @@ from tf_transducer.layers import SpecAugment
 from tf_transducer.layers.streaming import check_chunk_frames
 from tf_transducer.layers.streaming import check_streaming_encoder
 from tf_transducer.losses import FusedRnntLoss
+from tf_transducer.losses import FusedTdtLoss
 from tf_transducer.losses import PrunedRnntLoss
 from tf_transducer.losses import RnntLoss
 from tf_transducer.losses import TdtLoss
@@ -298,14 +299,15 @@ class Transducer(keras.Model):
         """The compiled loss of labels y.
 
         RnntLoss, FusedRnntLoss or PrunedRnntLoss for an RNN-T joiner;
-        TdtLoss for a joiner with a duration head.
+        TdtLoss or FusedTdtLoss for a joiner with a duration head.
         """
         loss_fn = self.loss
         durations = getattr(self.joiner, "durations", None)
         if durations is not None and not isinstance(loss_fn, TdtLoss):
             raise ValueError(
                 f"the joiner has a duration head (durations={list(durations)}): "
-                f"compile the Transducer with loss=TdtLoss(durations=...), got "
+                f"compile the Transducer with loss=TdtLoss(durations=...) or "
+                f"FusedTdtLoss(durations=...), got "
                 f"{type(loss_fn).__name__}"
             )
         if isinstance(loss_fn, TdtLoss) and loss_fn.durations != durations:
@@ -339,6 +341,17 @@ class Transducer(keras.Model):
                 sample_weight,
             )
         elif isinstance(loss_fn, FusedRnntLoss):
+            loss = loss_fn(
+                y,
+                dict(
+                    encoder=self.joiner.project_encoder(encoded),
+                    decoder=self.joiner.project_decoder(decoded),
+                    joiner=self.joiner,
+                    logit_lengths=lengths,
+                ),
+                sample_weight,
+            )
+        elif isinstance(loss_fn, FusedTdtLoss):
             loss = loss_fn(
                 y,
                 dict(
