@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The joint network fused into the RNN-T loss against joint + fused loss.
+"""The joint network fused into the RNN-T (or TDT) loss against joint + loss.
 
 "unfused": the TransducerJoiner's maths in TensorFlow (tanh of the broadcast
 sum, the output layer: logits [B, T, U + 1, V]) and `rnnt_loss` on the
@@ -7,6 +7,9 @@ logits (the fused C++ loss; TensorFlow's own matmuls, oneDNN on x86).
 "fused": `rnnt_loss_joint` on the joint's inputs (the logits never exist).
 Both take the same inputs (encoder [B, T, J], predictor [B, U + 1, J],
 weight [J, V], bias [V]) and compute the loss and the gradients of all four.
+With --loss tdt, the Token-and-Duration Transducer's: the joint has a duration
+head too (weight [J, K], bias [K], K = 5 durations [0, 1, 2, 3, 4]);
+"unfused" is both heads in TensorFlow and `tdt_loss`, "fused" `tdt_loss_joint`.
 
 Three measurements, each case in its own process:
   time: forward + backward, workers interleaved round by round
@@ -18,6 +21,7 @@ Three measurements, each case in its own process:
     step of the fused path at --batch_factor times that batch.
 
 Usage: python -m benchmarks.bench_joint_loss [--rounds 5] [--cap_gib 6]
+  [--loss rnnt|tdt] [--dtypes float32,bfloat16]
 """
 
 import json
@@ -38,7 +42,12 @@ ROUNDS = flags.DEFINE_integer("rounds", 5, "Timing rounds (the median is kept)."
 CAP_GIB = flags.DEFINE_float("cap_gib", 6.0, "Memory cap of the batch test, GiB.")
 FACTOR = flags.DEFINE_integer("batch_factor", 8, "Fused batch = this x unfused.")
 SKIP_TIME = flags.DEFINE_bool("skip_time", False, "Only memory and the cap test.")
-WORKER = flags.DEFINE_string("worker", None, "Internal: 'mode,impl,dtype,B,T,U,V,J'.")
+LOSS = flags.DEFINE_enum("loss", "rnnt", ["rnnt", "tdt"], "The loss of the joint.")
+DTYPE_LIST = flags.DEFINE_list("dtypes", list(DTYPES), "The inputs' dtypes.")
+WORKER = flags.DEFINE_string(
+    "worker", None, "Internal: 'mode,loss,impl,dtype,B,T,U,V,J'."
+)
+DURATIONS = [0, 1, 2, 3, 4]
 
 
 def make_step(impl, dtype, B, T, U, V, J):
@@ -48,6 +57,8 @@ def make_step(impl, dtype, B, T, U, V, J):
 
     from tf_transducer.ops.rnnt import rnnt_loss
     from tf_transducer.ops.rnnt_joint import rnnt_loss_joint
+    from tf_transducer.ops.tdt import tdt_loss
+    from tf_transducer.ops.tdt_joint import tdt_loss_joint
 
     tf.config.threading.set_intra_op_parallelism_threads(2)
     tf.config.threading.set_inter_op_parallelism_threads(2)
@@ -64,12 +75,22 @@ def make_step(impl, dtype, B, T, U, V, J):
         normal((V,), 4, 0.1),
     ]
     labels = tf.random.stateless_uniform((B, U), [5, 0], 1, V, tf.int64)
+    if LOSS.value == "tdt":
+        K = len(DURATIONS)
+        inputs += [normal((J, K), 6, J**-0.5), normal((K,), 7, 0.1)]
 
-    def loss_of(encoder, predictor, weight, bias):
+    def loss_of(encoder, predictor, weight, bias, *duration_head):
+        if impl == "fused" and duration_head:
+            return tdt_loss_joint(encoder, predictor, weight, bias, *duration_head,
+                                  labels, 0, DURATIONS)  # fmt: skip
         if impl == "fused":
             return rnnt_loss_joint(encoder, predictor, weight, bias, labels, 0)
         hidden = tf.tanh(encoder[:, :, None] + predictor[:, None])
-        return rnnt_loss(tf.tensordot(hidden, weight, 1) + bias, labels, 0)
+        logits = tf.tensordot(hidden, weight, 1) + bias
+        if duration_head:
+            durations = tf.tensordot(hidden, duration_head[0], 1) + duration_head[1]
+            return tdt_loss(logits, durations, labels, 0, DURATIONS)
+        return rnnt_loss(logits, labels, 0)
 
     @tf.function
     def step(*xs):
@@ -97,7 +118,8 @@ def peak_of_step(impl, dtype, dims):
 
 
 def worker(spec):
-    mode, impl, dtype, *dims = spec.split(",")
+    mode, loss, impl, dtype, *dims = spec.split(",")
+    flags.FLAGS.loss = loss
     dims = [int(d) for d in dims]
     if mode == "time":
         run, _ = make_step(impl, dtype, *dims)
@@ -124,13 +146,13 @@ def timings():
     print("| (B, T, U, V, J) | dtype | unfused s | fused s | fused / unfused |")
     print("| --- | --- | --- | --- | --- |")
     for shape in SHAPES:
-        for dtype in DTYPES:
+        for dtype in DTYPE_LIST.value:
             spec = ",".join(map(str, shape))
             medians, _ = _harness.run_interleaved(
                 {
                     impl: [
                         *_harness.self_command(__spec__),
-                        f"--worker=time,{impl},{dtype},{spec}",
+                        f"--worker=time,{LOSS.value},{impl},{dtype},{spec}",
                     ]
                     for impl in ("unfused", "fused")
                 },
@@ -144,10 +166,10 @@ def memory():
     print("| (B, T, U, V, J) | dtype | unfused MiB | fused MiB | fused / unfused |")
     print("| --- | --- | --- | --- | --- |")
     for shape in SHAPES:
-        for dtype in DTYPES:
+        for dtype in DTYPE_LIST.value:
             spec = ",".join(map(str, shape))
             peaks = {
-                impl: child(f"memory,{impl},{dtype},{spec}")
+                impl: child(f"memory,{LOSS.value},{impl},{dtype},{spec}")
                 for impl in ("unfused", "fused")
             }
             u, f = (peaks[k]["above"] / 2**20 for k in ("unfused", "fused"))
@@ -159,7 +181,7 @@ def batch_under_cap():
     dims = ",".join(map(str, CAP_SHAPE))
 
     def fits(impl, batch):
-        report = child(f"memory,{impl},float32,{batch},{dims}")
+        report = child(f"memory,{LOSS.value},{impl},float32,{batch},{dims}")
         return report is not None and report["total"] <= cap, report
 
     batch = 1

@@ -1472,6 +1472,86 @@ def tdt_cases(rng, i):
     return Case(kind, lambda: loss(clamp=float("nan")), False, ["clamp"])
 
 
+def tdt_family_cases(rng, i):
+    """tdt_loss_simple, tdt_loss_pruned (with get_tdt_prune_ranges) and
+    tdt_loss_joint: legal inputs against the reference, bad ones named."""
+    B, T, S, C, J = 2, int(rng.integers(2, 6)), int(rng.integers(1, 4)), 5, 3
+    durations = [[0, 1, 2], [0, 1, 3]][int(rng.integers(2))]
+    K = len(durations)
+    frames = np.array([T, int(rng.integers(1, T + 1))])
+    labels = np.array([S, int(rng.integers(0, S + 1))])
+    lengths = dict(logit_lengths=frames, label_lengths=labels, reduction="none")
+    symbols = rng.integers(1, C, (B, S))
+    lm, am = rng.normal(size=(B, S + 1, C)), rng.normal(size=(B, T, C))
+    lm_d, am_d = rng.normal(size=(B, S + 1, K)), rng.normal(size=(B, T, K))
+    joint = [rng.normal(size=s) for s in ((B, T, J), (B, S + 1, J), (J, C), (C,),
+                                          (J, K), (K,))]  # fmt: skip
+    hidden = np.tanh(joint[0][:, :, None] + joint[1][:, None])
+    tokens = hidden @ joint[2] + joint[3]
+    durs = hidden @ joint[4] + joint[5]
+    full = np.full((B, T, S + 1), 0)
+    ranges = np.broadcast_to(np.arange(S + 1), (B, T, S + 1)) + full
+
+    def simple(lm=lm, am_d=am_d, durations=durations):
+        return tt.tdt_loss_simple(lm, am, lm_d, am_d, symbols, 0, durations, **lengths)
+
+    def pruned(tokens=tokens, ranges=ranges):
+        return tt.tdt_loss_pruned(tokens, durs, symbols, ranges, 0, durations,
+                                  **lengths)  # fmt: skip
+
+    def fused(*args, activation="tanh"):
+        args = args or joint
+        return tt.tdt_loss_joint(*args, symbols, 0, durations, activation, **lengths)
+
+    kind = ["simple", "simple_xla", "simple_k", "simple_b", "simple_durations",
+            "pruned", "pruned_xla", "pruned_ranges", "pruned_outside", "pruned_nan",
+            "joint", "joint_xla", "joint_j", "joint_dtype", "joint_activation",
+            "joint_nan"][i % 16]  # fmt: skip
+    trivial_t, trivial_d = (
+        am[:, :, None] + lm[:, None],
+        am_d[:, :, None] + lm_d[:, None],
+    )
+    if kind in ("simple", "simple_xla"):
+        want = tdt_loss_reference(trivial_t, trivial_d, symbols, 0, durations,
+                                  frames, labels)  # fmt: skip
+        run = simple if kind == "simple" else tf.function(simple, jit_compile=True)
+        return Case(kind, run, check=close(want))
+    if kind == "simple_k":
+        return Case(kind, lambda: simple(am_d=am_d[..., :1]), False, ["am_durations"])
+    if kind == "simple_b":
+        return Case(kind, lambda: simple(am_d=am_d[:1]), False, ["am_durations"])
+    if kind == "simple_durations":
+        return Case(kind, lambda: simple(durations=[0, 2, 3]), False, ["durations"])
+    want = tdt_loss_reference(tokens, durs, symbols, 0, durations, frames, labels)
+    if kind in ("pruned", "pruned_xla"):
+        run = pruned if kind == "pruned" else tf.function(pruned, jit_compile=True)
+        return Case(kind, run, check=close(want))
+    if kind == "pruned_ranges":
+        bad = ranges.copy()
+        bad[0, 0, -1] = bad[0, 0, 0]
+        return Case(kind, lambda: pruned(ranges=bad), False, ["ranges"])
+    if kind == "pruned_outside":
+        return Case(kind, lambda: pruned(ranges=ranges + 1), False, ["ranges"])
+    if kind == "pruned_nan":
+        bad = tokens.copy()
+        bad[0, 0, 0, 1] = np.nan
+        return Case(kind, lambda: pruned(tokens=bad), False, ["token_logits"])
+    if kind in ("joint", "joint_xla"):
+        run = fused if kind == "joint" else tf.function(fused, jit_compile=True)
+        return Case(kind, run, check=close(want))
+    if kind == "joint_j":
+        return Case(kind, lambda: fused(*joint[:4], joint[4][:-1], joint[5]), False,
+                    ["duration_weight"])  # fmt: skip
+    if kind == "joint_dtype":
+        return Case(kind, lambda: fused(*joint[:5], joint[5].astype(np.float32)),
+                    False, ["duration_bias"])  # fmt: skip
+    if kind == "joint_activation":
+        return Case(kind, lambda: fused(activation="gelu"), False, ["activation"])
+    bad = [x.copy() for x in joint]
+    bad[0][0, 0, 0] = np.nan
+    return Case(kind, lambda: fused(*bad), False, ["encoder"])
+
+
 FAMILIES = {
     "edges": edge_cases,
     "augment": augment_cases,
@@ -1490,6 +1570,7 @@ FAMILIES = {
     "transducer_encoders": transducer_encoder_cases,
     "corpora": corpus_cases,
     "tdt": tdt_cases,
+    "tdt_family": tdt_family_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

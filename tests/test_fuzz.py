@@ -33,6 +33,7 @@ CASES = {  # family: number of cases (each family cycles through its kinds)
     "transducer_encoders": 24,
     "corpora": 22,
     "tdt": 28,
+    "tdt_family": 32,
 }
 
 

@@ -232,8 +232,9 @@ class TdtOpKernel : public OpKernel {
 
   // Allocates the scratch and the outputs scores [B], px_grad [B, S, T],
   // py_grad [B, S + 1, T] and duration_grad [B, T, S + 1, K] (outputs
-  // 0, 1, 2 and `duration_grad_output`), and runs both passes.
-  void Run(OpKernelContext* ctx, int duration_grad_output,
+  // 0, 1, 2 and `duration_grad_output`), and runs both passes; `inputs`
+  // names the float inputs for the error of a NaN or +inf in them.
+  void Run(OpKernelContext* ctx, int duration_grad_output, const char* inputs,
            TdtProblem<Scalar, L>* p) {
     TdtLattice<Scalar>& g = p->lattice;
     const int64_t B = g.B, T = g.T_len, S = g.S, K = g.K;
@@ -270,8 +271,7 @@ class TdtOpKernel : public OpKernel {
                    (functor::TdtLoss<Device, Scalar, L>()(ctx, *p, &illegal)));
     const auto first = std::find(illegal.begin(), illegal.end(), 1);
     OP_REQUIRES(ctx, first == illegal.end(),
-                InvalidArgument("the TDT inputs must be finite or -inf; "
-                                "utterance ",
+                InvalidArgument(inputs, " must be finite or -inf; utterance ",
                                 first - illegal.begin(), " has a NaN or +inf"));
   }
 
@@ -349,7 +349,7 @@ class TdtLossOp
     p.duration_logits = TensorData<TfL>(durations);
     p.blank = blank_;
     p.norms = norms->flat<Scalar>().data();
-    this->Run(ctx, 4, &p);
+    this->Run(ctx, 4, "token_logits and duration_logits", &p);
   }
 
  private:
@@ -397,7 +397,7 @@ class TdtLatticeOp : public TdtOpKernel<Device, Scalar, Scalar> {
     p.px = px.flat<Scalar>().data();
     p.py = py.flat<Scalar>().data();
     p.duration_logits = durations.flat<Scalar>().data();
-    this->Run(ctx, 3, &p);
+    this->Run(ctx, 3, "px, py and duration_logits", &p);
   }
 };
 

@@ -76,7 +76,7 @@ BAD = [  # (section, arguments, what the error says)
      r"training.loss 'tdt' needs a joiner with durations \(model.joiner.durations"),
     (RunConfig, dict(model=ModelConfig(joiner={"durations": [0, 1, 2]})),
      r"model.joiner.durations \[0, 1, 2\] make a Token-and-Duration Transducer: "
-     "training.loss must be 'tdt', got 'full'"),
+     r"training.loss must be one of \('tdt', 'fused_tdt'\), got 'full'"),
     (TrainingConfig, dict(tdt_omega=1.5), r"training.tdt_omega must lie in \[0, 1\]"),
     (TrainingConfig, dict(tdt_sigma=-1), "training.tdt_sigma must be >= 0"),
     (RunConfig.from_dict, dict(values={"training": {"batch": 3}}),
@@ -215,6 +215,7 @@ print("checked", context.context()._context_handle is None)
 
 
 def test_a_tdt_run_compiles_tdt_loss_with_the_joiners_durations(tmp_path):
+    from tf_transducer.losses import FusedTdtLoss
     from tf_transducer.losses import TdtLoss
     from tf_transducer.training.transducer_recipe import _compile
     from tf_transducer.training.transducer_recipe import build_model
@@ -232,6 +233,12 @@ def test_a_tdt_run_compiles_tdt_loss_with_the_joiners_durations(tmp_path):
     assert (model.loss.durations, model.loss.sigma, model.loss.omega) == (
         (0, 1, 2, 4), 0.05, 0.1,
     )  # fmt: skip
+    fused = dataclasses.replace(
+        config, training=dataclasses.replace(config.training, loss="fused_tdt")
+    )
+    _compile(model, fused, steps=3)
+    assert isinstance(model.loss, FusedTdtLoss)
+    assert (model.loss.durations, model.loss.sigma) == ((0, 1, 2, 4), 0.05)
     with pytest.raises(
         ValueError, match=r"model.joiner \(TransducerJoiner\): .*durations"
     ):

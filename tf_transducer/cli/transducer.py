@@ -112,7 +112,8 @@ MODEL_FLAGS = {
                   "Prediction network."),
     "durations": ("joiner", "durations", None, "list", None,
                   "A Token-and-Duration Transducer: the joiner's duration head "
-                  "(frame counts, e.g. 0,1,2,3,4; train with --loss tdt)."),
+                  "(frame counts, e.g. 0,1,2,3,4; train with --loss tdt or "
+                  "fused_tdt)."),
 }  # fmt: skip
 for _name, (_part, _arg, _cls, _kind, _values, _help) in MODEL_FLAGS.items():
     define(_kind, _name, None, *([_values] if _values else []), _help)

@@ -47,6 +47,10 @@ _NEG_INF = float("-inf")
 # holds when the chunk size is chosen here: 16 Mi values, 64 MiB in float32.
 CHUNK_VALUES = 1 << 24
 
+# The same for a small head of the joint (`joint_head_logits`), whose chunks
+# are its whole cost in memory: 1 Mi values, 4 MiB in float32.
+HEAD_CHUNK_VALUES = 1 << 20
+
 # Frames per chunk when the dimensions are not known while tracing.
 DEFAULT_CHUNK_FRAMES = 16
 
@@ -56,12 +60,13 @@ def chunk_frames(
     encoder: tf.Tensor,
     predictor: tf.Tensor,
     weight: tf.Tensor,
+    values: int = CHUNK_VALUES,
 ) -> int:
     """Frames per chunk: chunk_size, or one that keeps a chunk's tensors small.
 
     Without chunk_size, the largest number of frames whose logits or hidden
-    [B, chunk, S + 1, max(C, J)] hold at most CHUNK_VALUES values (at least
-    one frame, at most T), or DEFAULT_CHUNK_FRAMES when B, S, C or J is only
+    [B, chunk, S + 1, max(C, J)] hold at most `values` values (at least one
+    frame, at most T), or DEFAULT_CHUNK_FRAMES when B, S, C or J is only
     known at run time.
 
     Raises:
@@ -85,7 +90,7 @@ def chunk_frames(
         frames = DEFAULT_CHUNK_FRAMES
     else:
         per_frame = max(1, batch * width * max(classes, hidden))
-        frames = max(1, CHUNK_VALUES // per_frame)
+        frames = max(1, values // per_frame)
     if encoder.shape[1] is not None:
         frames = min(frames, max(1, encoder.shape[1]))
     return frames
@@ -493,13 +498,14 @@ def joint_head_logits(
       weight: float [J, K].
       bias: float [K].
       activation: "tanh", "relu" or "identity".
-      chunk_size: frames per chunk; None chooses one (`chunk_frames`).
+      chunk_size: frames per chunk; None chooses one (`chunk_frames`, with
+        chunks of HEAD_CHUNK_VALUES values).
     """
     encoder = tf.convert_to_tensor(encoder, name="encoder")
     predictor = tf.convert_to_tensor(predictor, name="predictor")
     weight = tf.convert_to_tensor(weight, name="weight")
     bias = tf.convert_to_tensor(bias, name="bias")
-    frames = chunk_frames(chunk_size, encoder, predictor, weight)
+    frames = chunk_frames(chunk_size, encoder, predictor, weight, HEAD_CHUNK_VALUES)
 
     @tf.custom_gradient
     def head(

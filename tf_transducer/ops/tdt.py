@@ -91,6 +91,12 @@ def check_options(
     return durations, sigma, omega, float(clamp), fastemit_lambda
 
 
+def _zero_beyond(x, lengths):
+    """x [B, N, J] with the rows from lengths[b] on set to 0."""
+    inside = tf.sequence_mask(lengths, tf.shape(x, out_type=lengths.dtype)[1])
+    return tf.where(inside[..., tf.newaxis], x, tf.zeros_like(x))
+
+
 def _check_blank(blank, num_classes):
     if not isinstance(blank, int) or isinstance(blank, bool):
         raise ValueError(f"blank must be a Python int, got {blank!r}")

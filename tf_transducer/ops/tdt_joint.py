@@ -25,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import finite_or_neg_inf
 from tf_transducer._checks import float_tensor
 from tf_transducer._checks import in_xla_context
 from tf_transducer.ops import _loader
@@ -38,6 +40,7 @@ from tf_transducer.ops.rnnt_joint_tf import joint_head_logits
 from tf_transducer.ops.rnnt_lattice import _reduce
 from tf_transducer.ops.rnnt_lattice import _resolve_boundary
 from tf_transducer.ops.tdt import DEFAULT_DURATIONS
+from tf_transducer.ops.tdt import _zero_beyond
 from tf_transducer.ops.tdt import check_options
 from tf_transducer.ops.tdt_lattice import tdt_lattice_scores
 
@@ -132,6 +135,22 @@ def tdt_loss_joint(
                 shape[0], tf.shape(symbols, out_type=tf.int64)[1], shape[1]
             )
         frames, labels = boundary[:, 3], boundary[:, 2]
+        # Padding frames and positions become 0, so that nothing there (not
+        # even a NaN) reaches the loss or a gradient; a NaN or inf input
+        # elsewhere is named here (the ops downstream see only log-probs).
+        encoder = _zero_beyond(encoder, frames)
+        predictor = _zero_beyond(predictor, labels + 1)
+        named = dict(
+            encoder=encoder,
+            predictor=predictor,
+            weight=weight,
+            bias=bias,
+            duration_weight=duration_weight,
+            duration_bias=duration_bias,
+        )
+        with after(*(finite_or_neg_inf(x, name, neg_inf=False)
+                     for name, x in named.items())):  # fmt: skip
+            encoder, predictor = tf.identity(encoder), tf.identity(predictor)
         # 16-bit inputs: the duration head in float32 too (its logits are
         # small), as the token head's maths.
         wide = tf.float64 if encoder.dtype == tf.float64 else tf.float32

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
+from tf_transducer._checks import after
+from tf_transducer._checks import finite_or_neg_inf
 from tf_transducer._checks import float_tensor
 from tf_transducer._checks import require
 from tf_transducer.ops._validation import _dim
@@ -22,6 +24,7 @@ from tf_transducer.ops.rnnt_simple import _boundary_for_simple
 from tf_transducer.ops.rnnt_simple import _simple_loss_inputs
 from tf_transducer.ops.rnnt_simple import get_rnnt_logprobs
 from tf_transducer.ops.tdt import DEFAULT_DURATIONS
+from tf_transducer.ops.tdt import _zero_beyond
 from tf_transducer.ops.tdt import check_options
 from tf_transducer.ops.tdt_lattice import tdt_lattice_scores
 
@@ -93,15 +96,22 @@ def tdt_loss_simple(
         am_durations = _check_durations_of(
             am_durations, "am_durations", am, "T", len(durations)
         )
-        duration_logits = tf.cast(
-            am_durations[:, :, tf.newaxis] + lm_durations[:, tf.newaxis], px.dtype
-        )
         batch = tf.shape(py, out_type=tf.int64)[0]
         if boundary is None:
             frames = tf.fill([batch], tf.cast(num_frames, tf.int64))
             labels = tf.fill([batch], tf.cast(_dim(py, 1) - 1, tf.int64))
         else:
             frames, labels = boundary[:, 3], boundary[:, 2]
+        # As lm and am: 0 beyond the lengths, checked within them.
+        am_durations = _zero_beyond(am_durations, frames)
+        lm_durations = _zero_beyond(lm_durations, labels + 1)
+        with after(
+            finite_or_neg_inf(am_durations, "am_durations"),
+            finite_or_neg_inf(lm_durations, "lm_durations"),
+        ):
+            duration_logits = tf.cast(
+                am_durations[:, :, tf.newaxis] + lm_durations[:, tf.newaxis], px.dtype
+            )
         result = tdt_lattice_scores(
             px, py, duration_logits, durations, frames, labels, sigma=sigma,
             return_grad=return_grad,

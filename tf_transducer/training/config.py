@@ -43,8 +43,10 @@ from tf_transducer.training.config_base import skip_bad_setting
 
 TEXT_ENCODERS = ("chars", "words", "subwords")
 # The `training.loss` setting: RnntLoss, FusedRnntLoss (the same loss, its
-# logits never stored), PrunedRnntLoss, or TdtLoss (a joiner with durations).
-LOSSES = ("full", "fused", "pruned", "tdt")
+# logits never stored), PrunedRnntLoss, or for a joiner with durations TdtLoss
+# or FusedTdtLoss (the same loss, its logits never stored).
+LOSSES = ("full", "fused", "pruned", "tdt", "fused_tdt")
+TDT_LOSSES = ("tdt", "fused_tdt")
 # SpecAugment's "default" policy (augment.spec_augment).
 AUGMENT_DEFAULT = dict(
     freq_mask_max_bins=10,
@@ -354,14 +356,15 @@ class TrainingConfig(Section):
         help="RnntLoss (full), FusedRnntLoss (fused: the full loss without "
         "storing the joiner's logits, for large vocabularies), PrunedRnntLoss "
         "(pruned), or TdtLoss (tdt: a Token-and-Duration Transducer, whose "
-        "joiner has model.joiner.durations, e.g. --durations 0,1,2,3,4).",
+        "joiner has model.joiner.durations, e.g. --durations 0,1,2,3,4) and "
+        "FusedTdtLoss (fused_tdt: the same loss without storing its logits).",
     )  # fmt: skip
     pruned_range: int = setting(
         4, positive_int, kind=None, help="PrunedRnntLoss's s_range."
     )
     tdt_sigma: float = setting(
         0.0, non_negative_float, kind=None,
-        help="TdtLoss's sigma (logit under-normalisation).",
+        help="TdtLoss's (and FusedTdtLoss's) sigma (logit under-normalisation).",
     )  # fmt: skip
     tdt_omega: float = setting(
         0.0, fraction, kind=None,
@@ -409,14 +412,15 @@ class RunConfig(RootConfig):
             object.__setattr__(self, "model", ModelConfig(self.model))
         super().__post_init__()
         durations = self.model.durations()
-        if (self.training.loss == "tdt") != (durations is not None):
+        if (self.training.loss in TDT_LOSSES) != (durations is not None):
             raise ValueError(
-                "training.loss 'tdt' needs a joiner with durations "
-                "(model.joiner.durations, e.g. --durations 0,1,2,3,4), got none"
+                f"training.loss {self.training.loss!r} needs a joiner with "
+                "durations (model.joiner.durations, e.g. --durations 0,1,2,3,4), "
+                "got none"
                 if durations is None
                 else f"model.joiner.durations {list(durations)} make a "
-                f"Token-and-Duration Transducer: training.loss must be 'tdt', "
-                f"got {self.training.loss!r}"
+                f"Token-and-Duration Transducer: training.loss must be one of "
+                f"{TDT_LOSSES}, got {self.training.loss!r}"
             )
         warmup, epochs = self.optimizer.lr_warmup_epochs, self.training.epochs
         if warmup >= epochs:

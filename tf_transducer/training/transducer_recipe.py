@@ -98,6 +98,7 @@ def build_model(
 def _compile(model: Any, config: RunConfig, steps: int) -> None:
     """Adam on a cosine decay (after a linear rise) and the run's loss."""
     from tf_transducer.losses import FusedRnntLoss
+    from tf_transducer.losses import FusedTdtLoss
     from tf_transducer.losses import PrunedRnntLoss
     from tf_transducer.losses import RnntLoss
     from tf_transducer.losses import TdtLoss
@@ -117,6 +118,11 @@ def _compile(model: Any, config: RunConfig, steps: int) -> None:
         "pruned": lambda: PrunedRnntLoss(s_range=training.pruned_range),
         "tdt": lambda: TdtLoss(
             durations=config.model.durations() or (),  # (RunConfig checked them)
+            sigma=training.tdt_sigma,
+            omega=training.tdt_omega,
+        ),
+        "fused_tdt": lambda: FusedTdtLoss(
+            durations=config.model.durations() or (),
             sigma=training.tdt_sigma,
             omega=training.tdt_omega,
         ),

@@ -1,0 +1,224 @@
+# SPDX-License-Identifier: Apache-2.0
+"""RNN-T against TDT on the demo's data: accuracy and the cost of decoding.
+
+Each run trains the demo's LSTM transducer (examples/digits_transducer_demo.py:
+lstm-1m with 4 frames per encoder step, the digits corpus with word
+delimiters, waveform augmentation, learning rate 0.004) for --epochs epochs
+with one seed, as an RNN-T (FusedRnntLoss) or as a Token-and-Duration
+Transducer (the same model with a duration head [0, 1, 2, 3, 4];
+FusedTdtLoss). Then, on the synthetic test voices and on the real
+recordings, with one thread:
+
+  * WER of greedy and of beam search (beam 4, standard), Keras;
+  * joint evaluations per utterance of greedy search (TDT: counted by the
+    search; RNN-T: encoder frames + emitted symbols, the joiner's runs);
+  * wall time of greedy and of beam search per utterance, Keras (the
+    encoder included);
+  * the float TFLite export streamed chunk by chunk: WER, real-time factor
+    and (TDT) the joiner program's runs per utterance.
+
+Each run trains in its own process (2 threads), and is evaluated in another
+(1 thread). The table gives each run, then the mean and spread (min-max)
+over the seeds of each loss.
+
+Usage: python -m benchmarks.bench_tdt_demo [--epochs 72] [--seeds 0,1,2]
+  [--work_dir runs/tdt_vs_rnnt]
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+from benchmarks import _harness
+
+EPOCHS = flags.DEFINE_integer("epochs", 72, "Training epochs of every run.")
+SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of each loss's runs.")
+WORK_DIR = flags.DEFINE_string("work_dir", "runs/tdt_vs_rnnt", "The runs' folders.")
+WORKER = flags.DEFINE_string("worker", None, "Internal: 'train|eval,loss,seed'.")
+
+DURATIONS = [0, 1, 2, 3, 4]
+LOSSES = {"rnnt": "fused", "tdt": "fused_tdt"}
+SAMPLE_RATE, N_MELS, BEAM = 8000, 40, 4
+SETS = {"synthetic": "digits_test", "real": "digits_real"}
+
+
+def run_config(loss, seed):
+    """The demo's LSTM RunConfig, as an RNN-T or a TDT."""
+    from tf_transducer.data.corpora import manifest
+    from tf_transducer.training.config import AugmentConfig
+    from tf_transducer.training.config import DataConfig
+    from tf_transducer.training.config import FeaturesConfig
+    from tf_transducer.training.config import ModelConfig
+    from tf_transducer.training.config import OptimizerConfig
+    from tf_transducer.training.config import RunConfig
+    from tf_transducer.training.config import TrainingConfig
+
+    joiner = {"durations": DURATIONS} if loss == "tdt" else {}
+    return RunConfig(
+        model=ModelConfig("lstm-1m", encoder={"stack": 4}, joiner=joiner),
+        features=FeaturesConfig(sample_rate=SAMPLE_RATE, n_mels=N_MELS),
+        data=DataConfig(
+            train_files=(manifest("digits_train"),),
+            text_encoder="words",
+            word_delimiter=True,
+        ),
+        augment=AugmentConfig(spec_augment="none", wave_augment="default"),
+        optimizer=OptimizerConfig(learning_rate=0.004),
+        training=TrainingConfig(epochs=EPOCHS.value, loss=LOSSES[loss], seed=seed),
+    )
+
+
+def run_dir(loss, seed):
+    return os.path.join(WORK_DIR.value, f"{loss}-{seed}")
+
+
+def train(loss, seed):
+    import tensorflow as tf
+
+    from tf_transducer.training import transducer_recipe as recipe
+
+    tf.config.threading.set_intra_op_parallelism_threads(2)
+    start = time.time()
+    recipe.train(run_config(loss, seed), run_dir(loss, seed), verbose=2,
+                 overwrite=True)  # fmt: skip
+    return {"train_s": time.time() - start}
+
+
+def joint_evaluations(model, batch, loss):
+    """Joint evaluations of greedy search per utterance of a batch."""
+    import numpy as np
+
+    from tf_transducer.decoding import tdt_greedy_search
+    from tf_transducer.decoding.transducer import KerasSteps
+    from tf_transducer.decoding.transducer import transducer_greedy_decode
+
+    inputs = (batch["features"], batch["feature_length"])
+    encoded, lengths = model.encode(inputs, training=False)
+    if loss == "tdt":
+        projected = np.asarray(model.joiner.project_encoder(encoded))
+        _, _, counts = tdt_greedy_search(
+            projected, np.asarray(lengths), KerasSteps(model), DURATIONS
+        )
+        return list(counts)
+    hyps = transducer_greedy_decode(model, inputs)
+    return [int(n) + len(h) for n, h in zip(np.asarray(lengths), hyps, strict=True)]
+
+
+def evaluate(loss, seed):
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from tf_transducer.data.corpora import manifest
+    from tf_transducer.export import TransducerStream
+    from tf_transducer.export import export_transducer
+    from tf_transducer.training import transducer_recipe as recipe
+
+    model, text_encoder = recipe.load_checkpoint(run_dir(loss, seed))
+    report = {}
+    export_dir = os.path.join(run_dir(loss, seed), "tflite")
+    for name, key in SETS.items():
+        data, features = recipe.speech_data(
+            [manifest(key)], text_encoder, SAMPLE_RATE, N_MELS, 30.0
+        )
+        count = len(data.transcripts)
+        row = {}
+        beam = dict(beam_width=BEAM, beam_method="standard")
+        for label, options in (("greedy", {}), ("beam", beam)):
+            began = time.perf_counter()
+            wer, _, _ = recipe.evaluate(model, text_encoder, data, batch_size=1,
+                                        **options)  # fmt: skip
+            row[f"{label}_wer"] = wer
+            row[f"{label}_ms"] = (time.perf_counter() - began) * 1e3 / count
+        counts = []
+        for batch in data.dataset(1, shuffle=False):
+            counts += joint_evaluations(model, batch, loss)
+        row["joint_evals"] = sum(counts) / count
+        if not os.path.isdir(export_dir):
+            export_transducer(model, export_dir, text_encoder, features)
+        streamed = recipe.evaluate_export(export_dir, data.paths, data.transcripts)
+        row["tflite_wer"], row["tflite_rtf"] = streamed["wer"], streamed["rtf"]
+        if loss == "tdt":
+            from tf_transducer.data import load_audio
+
+            stream, runs = TransducerStream(export_dir, num_threads=1), 0
+            for path in data.paths:
+                stream.transcribe(load_audio(path, stream.sample_rate))
+                runs += stream.joint_evaluations
+            row["tflite_joint_evals"] = runs / count
+        report[name] = row
+    return report
+
+
+def child(mode, loss, seed):
+    command = [*_harness.self_command(__spec__), f"--worker={mode},{loss},{seed}",
+               f"--epochs={EPOCHS.value}", f"--work_dir={WORK_DIR.value}"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, cwd=_harness.ROOT)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr[-4000:])
+        raise RuntimeError(f"{mode} of {loss} seed {seed} failed")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+COLUMNS = (
+    ("greedy_wer", "greedy WER", "{:.3f}"),
+    ("beam_wer", "beam 4 WER", "{:.3f}"),
+    ("joint_evals", "joint evals / utt", "{:.1f}"),
+    ("greedy_ms", "greedy ms / utt", "{:.1f}"),
+    ("beam_ms", "beam ms / utt", "{:.1f}"),
+    ("tflite_wer", "TFLite WER", "{:.3f}"),
+    ("tflite_rtf", "TFLite RTF", "{:.4f}"),
+)
+
+
+def main(argv):
+    del argv
+    if WORKER.value:
+        mode, loss, seed = WORKER.value.split(",")
+        result = (train if mode == "train" else evaluate)(loss, int(seed))
+        print(json.dumps(result))
+        return
+    runs = {}
+    for loss in LOSSES:
+        for seed in SEEDS.value:
+            trained = child("train", loss, seed)
+            runs[loss, seed] = dict(child("eval", loss, seed), **trained)
+            print(f"{loss} seed {seed}: {json.dumps(runs[loss, seed])}", flush=True)
+    print(f"\n{EPOCHS.value} epochs; seeds {', '.join(SEEDS.value)}; 1 thread.\n")
+    header = " | ".join(title for _, title, _ in COLUMNS)
+    print(f"| set | run | {header} |")
+    print("|" + " --- |" * (len(COLUMNS) + 2))
+    for name in SETS:
+        for loss in LOSSES:
+            rows = [runs[loss, seed][name] for seed in SEEDS.value]
+            for seed, row in zip(SEEDS.value, rows, strict=True):
+                cells = " | ".join(fmt.format(row[key]) for key, _, fmt in COLUMNS)
+                print(f"| {name} | {loss} seed {seed} | {cells} |")
+            cells = " | ".join(
+                fmt.format(statistics.mean(r[key] for r in rows))
+                + " ("
+                + fmt.format(min(r[key] for r in rows))
+                + "-"
+                + fmt.format(max(r[key] for r in rows))
+                + ")"
+                for key, _, fmt in COLUMNS
+            )
+            print(f"| {name} | **{loss} mean (min-max)** | {cells} |")
+    for name in SETS:
+        ratio = {
+            key: statistics.mean(runs["tdt", s][name][key] for s in SEEDS.value)
+            / statistics.mean(runs["rnnt", s][name][key] for s in SEEDS.value)
+            for key in ("joint_evals", "greedy_ms", "beam_ms", "tflite_rtf")
+        }
+        print(f"\n{name}: TDT / RNN-T " + ", ".join(
+            f"{key} {value:.2f}x" for key, value in ratio.items()))  # fmt: skip
+
+
+if __name__ == "__main__":
+    app.run(main)
