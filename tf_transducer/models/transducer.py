@@ -340,18 +340,7 @@ class Transducer(keras.Model):
                 ),
                 sample_weight,
             )
-        elif isinstance(loss_fn, FusedRnntLoss):
-            loss = loss_fn(
-                y,
-                dict(
-                    encoder=self.joiner.project_encoder(encoded),
-                    decoder=self.joiner.project_decoder(decoded),
-                    joiner=self.joiner,
-                    logit_lengths=lengths,
-                ),
-                sample_weight,
-            )
-        elif isinstance(loss_fn, FusedTdtLoss):
+        elif isinstance(loss_fn, (FusedRnntLoss, FusedTdtLoss)):
             loss = loss_fn(
                 y,
                 dict(

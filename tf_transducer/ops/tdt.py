@@ -160,11 +160,24 @@ def _check_inputs(token_logits, duration_logits, symbols, blank, durations,
 
 
 @tf.RegisterGradient("TfTransducerTdtLoss")
+@tf.RegisterGradient("TfTransducerTdtLossPruned")
 def _tdt_loss_grad(op, d_scores, *unused_d_statistics):
-    """The token logits' gradient from the RNN-T gradient op; the durations'."""
+    """The token logits' gradient from the RNN-T gradient op; the durations'.
+
+    For pruned logits, the pruned RNN-T gradient op, and the durations'
+    gradient gathered from every node's by the ranges.
+    """
     tokens, durations, symbols = op.inputs[0], op.inputs[1], op.inputs[2]
     _, px_grad, py_grad, normalizers, duration_grad = op.outputs
-    d_tokens = _loader.op_library().tf_transducer_rnnt_loss_grad(
+    pruned = op.type == "TfTransducerTdtLossPruned"
+    library = _loader.op_library()
+    token_grad = library.tf_transducer_rnnt_loss_grad
+    extra = {}
+    if pruned:
+        token_grad = library.tf_transducer_rnnt_loss_pruned_grad
+        extra = dict(ranges=op.inputs[3])
+        duration_grad = tf.gather(duration_grad, op.inputs[3], axis=2, batch_dims=2)
+    d_tokens = token_grad(
         logits=tokens,
         symbols=symbols,
         px_grad=px_grad,
@@ -175,10 +188,11 @@ def _tdt_loss_grad(op, d_scores, *unused_d_statistics):
         rnnt_type="modified",  # px has T columns
         clamp=op.get_attr("clamp"),
         fastemit_lambda=op.get_attr("fastemit_lambda"),
+        **extra,
     )
     scale = d_scores[:, tf.newaxis, tf.newaxis, tf.newaxis]
     d_durations = tf.cast(duration_grad * scale, durations.dtype)
-    return [d_tokens, d_durations, None, None, None]
+    return [d_tokens, d_durations] + [None] * (len(op.inputs) - 2)
 
 
 def _xla_scores(tokens, durs, log_probs, durations, logit_lengths, label_lengths,

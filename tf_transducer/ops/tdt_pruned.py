@@ -38,33 +38,6 @@ from tf_transducer.ops.tdt import _xla_scores
 from tf_transducer.ops.tdt import check_options
 
 
-@tf.RegisterGradient("TfTransducerTdtLossPruned")
-def _tdt_loss_pruned_grad(op, d_scores, *unused_d_statistics):
-    """The token logits' gradient from the pruned RNN-T gradient op.
-
-    The durations' is gathered from every node's by the ranges.
-    """
-    tokens, durations, symbols, ranges = op.inputs[:4]
-    _, px_grad, py_grad, normalizers, duration_grad = op.outputs
-    d_tokens = _loader.op_library().tf_transducer_rnnt_loss_pruned_grad(
-        logits=tokens,
-        symbols=symbols,
-        ranges=ranges,
-        px_grad=px_grad,
-        py_grad=py_grad,
-        normalizers=normalizers,
-        scale=d_scores,
-        termination_symbol=op.get_attr("blank"),
-        rnnt_type="modified",  # px has T columns
-        clamp=op.get_attr("clamp"),
-        fastemit_lambda=op.get_attr("fastemit_lambda"),
-    )
-    per_row = tf.gather(duration_grad, ranges, axis=2, batch_dims=2)
-    scale = d_scores[:, tf.newaxis, tf.newaxis, tf.newaxis]
-    d_durations = tf.cast(per_row * scale, durations.dtype)
-    return [d_tokens, d_durations, None, None, None, None]
-
-
 def get_tdt_prune_ranges(
     px_grad: TensorLike, py_grad: TensorLike, boundary: TensorLike, s_range: int
 ) -> tf.Tensor:
