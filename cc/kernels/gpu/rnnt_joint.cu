@@ -34,7 +34,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -588,10 +587,10 @@ LaunchStatus RnntJointLogProbs(const RnntJointProblem<T, L>& joint,
   const int64_t n_px = rows.B * rows.S * rows.T1;
   const int64_t n_py = rows.B * (rows.S + 1) * rows.T_len;
   const int64_t n_norms = rows.B * rows.T_len * (rows.S + 1);
-  for (const auto& [x, n, value] :
-       {std::tuple(rows.px, n_px, kNegInf), std::tuple(rows.py, n_py, kNegInf),
-        std::tuple(rows.norms, n_norms, T(0))}) {
-    const LaunchStatus filled = LaunchFill(x, n, value, st);
+  const LaunchStatus fills[] = {LaunchFill(rows.px, n_px, kNegInf, st),
+                                LaunchFill(rows.py, n_py, kNegInf, st),
+                                LaunchFill(rows.norms, n_norms, T(0), st)};
+  for (const LaunchStatus filled : fills) {
     if (filled != cudaSuccess) return filled;
   }
   const T *weight, *bias;
