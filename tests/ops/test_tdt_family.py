@@ -180,12 +180,21 @@ def _unfused(activation):
     return joint
 
 
-@pytest.mark.parametrize("activation", ["tanh", "relu", "identity"])
+JOINT_OPTIONS = [
+    {},
+    {"sigma": 0.1, "omega": 0.3},
+    {"clamp": 0.05, "fastemit_lambda": 0.2},
+]
+ACTIVATIONS = ["tanh", "relu", "identity"]
+
+
+# Every activation with every option set eagerly; under XLA (seconds a case
+# to compile) each activation and each option set once.
 @pytest.mark.parametrize(
-    "options",
-    [{}, {"sigma": 0.1, "omega": 0.3}, {"clamp": 0.05, "fastemit_lambda": 0.2}],
+    "activation,options,jit",
+    [(a, o, False) for a in ACTIVATIONS for o in JOINT_OPTIONS]
+    + [(a, o, True) for a, o in zip(ACTIVATIONS, JOINT_OPTIONS, strict=True)],
 )
-@pytest.mark.parametrize("jit", [False, True])
 def test_joint_loss_is_the_loss_of_the_joints_logits(activation, options, jit):
     durations = [0, 1, 2, 4]
     inputs = _joint_inputs(len(durations))
