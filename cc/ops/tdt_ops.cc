@@ -8,6 +8,52 @@
 
 namespace tf_transducer {
 
+namespace {
+
+// The shapes of TfTransducerTdtLoss's outputs (`pruned`: of
+// TfTransducerTdtLossPruned's, whose inputs hold ranges [B, T, R] after
+// symbols and whose normalizers are per row of logits): scores [B], px_grad
+// [B, S, T], py_grad [B, S + 1, T], normalizers [B, T, rows], duration_grad
+// [B, T, S + 1, K].
+Status TdtLossShapes(InferenceContext* c, bool pruned) {
+  const int lengths = pruned ? 4 : 3;
+  ShapeHandle tokens, durations, symbols, frames, labels, rows, duration_rows;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &tokens));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &durations));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &symbols));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(lengths), 1, &frames));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(lengths + 1), 1, &labels));
+  TF_RETURN_IF_ERROR(c->Subshape(tokens, 0, 3, &rows));
+  TF_RETURN_IF_ERROR(c->Subshape(durations, 0, 3, &duration_rows));
+  TF_RETURN_IF_ERROR(c->Merge(rows, duration_rows, &rows));
+  DimensionHandle batch = c->Dim(rows, 0), num_symbols = c->Dim(symbols, 1),
+                  s_plus_1;
+  if (pruned) {
+    ShapeHandle ranges;
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 3, &ranges));
+    TF_RETURN_IF_ERROR(c->Merge(rows, ranges, &rows));
+    TF_RETURN_IF_ERROR(c->Add(num_symbols, 1, &s_plus_1));
+  } else {
+    s_plus_1 = c->Dim(rows, 2);
+    DimensionHandle from_rows;
+    TF_RETURN_IF_ERROR(c->Subtract(s_plus_1, 1, &from_rows));
+    TF_RETURN_IF_ERROR(c->Merge(num_symbols, from_rows, &num_symbols));
+  }
+  TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(symbols, 0), &batch));
+  TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(frames, 0), &batch));
+  TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(labels, 0), &batch));
+  const DimensionHandle frames_dim = c->Dim(rows, 1);
+  c->set_output(0, c->Vector(batch));
+  c->set_output(1, c->MakeShape({batch, num_symbols, frames_dim}));
+  c->set_output(2, c->MakeShape({batch, s_plus_1, frames_dim}));
+  c->set_output(3, c->MakeShape({batch, frames_dim, c->Dim(rows, 2)}));
+  c->set_output(
+      4, c->MakeShape({batch, frames_dim, s_plus_1, c->Dim(durations, 3)}));
+  return Status();
+}
+
+}  // namespace
+
 REGISTER_OP("TfTransducerTdtLoss")
     .Input("token_logits: T")
     .Input("duration_logits: T")
@@ -26,34 +72,7 @@ REGISTER_OP("TfTransducerTdtLoss")
     .Attr("sigma: float = 0.0")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle tokens, durations, symbols, frames, labels, rows;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &tokens));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &durations));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &symbols));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &frames));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &labels));
-      TF_RETURN_IF_ERROR(c->Subshape(tokens, 0, 3, &rows));
-      ShapeHandle duration_rows;
-      TF_RETURN_IF_ERROR(c->Subshape(durations, 0, 3, &duration_rows));
-      TF_RETURN_IF_ERROR(c->Merge(rows, duration_rows, &rows));
-      DimensionHandle batch = c->Dim(rows, 0), s_plus_1 = c->Dim(rows, 2),
-                      num_symbols;
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(symbols, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(frames, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(labels, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Subtract(s_plus_1, 1, &num_symbols));
-      TF_RETURN_IF_ERROR(
-          c->Merge(num_symbols, c->Dim(symbols, 1), &num_symbols));
-      const DimensionHandle frames_dim = c->Dim(rows, 1);
-      c->set_output(0, c->Vector(batch));
-      c->set_output(1, c->MakeShape({batch, num_symbols, frames_dim}));
-      c->set_output(2, c->MakeShape({batch, s_plus_1, frames_dim}));
-      c->set_output(3, c->MakeShape({batch, frames_dim, s_plus_1}));
-      c->set_output(
-          4, c->MakeShape({batch, frames_dim, s_plus_1, c->Dim(durations, 3)}));
-      return Status();
-    })
+    .SetShapeFn([](InferenceContext* c) { return TdtLossShapes(c, false); })
     .Doc(R"doc(
 Token-and-Duration Transducer log-likelihood (arXiv 2304.06795), fused: the
 log-softmaxes of the token and duration logits, the forward and backward
@@ -103,34 +122,7 @@ REGISTER_OP("TfTransducerTdtLossPruned")
     .Attr("sigma: float = 0.0")
     .Attr("clamp: float = -1.0")
     .Attr("fastemit_lambda: float = 0.0")
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle tokens, durations, symbols, ranges, frames, labels, rows;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &tokens));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &durations));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &symbols));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 3, &ranges));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &frames));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &labels));
-      TF_RETURN_IF_ERROR(c->Subshape(tokens, 0, 3, &rows));
-      ShapeHandle duration_rows;
-      TF_RETURN_IF_ERROR(c->Subshape(durations, 0, 3, &duration_rows));
-      TF_RETURN_IF_ERROR(c->Merge(rows, duration_rows, &rows));
-      TF_RETURN_IF_ERROR(c->Merge(rows, ranges, &rows));
-      DimensionHandle batch = c->Dim(rows, 0), num_symbols = c->Dim(symbols, 1),
-                      s_plus_1;
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(symbols, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(frames, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(labels, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Add(num_symbols, 1, &s_plus_1));
-      const DimensionHandle frames_dim = c->Dim(rows, 1);
-      c->set_output(0, c->Vector(batch));
-      c->set_output(1, c->MakeShape({batch, num_symbols, frames_dim}));
-      c->set_output(2, c->MakeShape({batch, s_plus_1, frames_dim}));
-      c->set_output(3, rows);
-      c->set_output(
-          4, c->MakeShape({batch, frames_dim, s_plus_1, c->Dim(durations, 3)}));
-      return Status();
-    })
+    .SetShapeFn([](InferenceContext* c) { return TdtLossShapes(c, true); })
     .Doc(R"doc(
 TfTransducerTdtLoss of pruned logits: R rows a frame, row j of frame t of
 utterance b at symbol position ranges[b, t, j] (R consecutive positions in
