@@ -12,8 +12,10 @@ recordings, with one thread:
   * WER of greedy and of beam search (beam 4, standard), Keras;
   * joint evaluations per utterance of greedy search (TDT: counted by the
     search; RNN-T: encoder frames + emitted symbols, the joiner's runs);
-  * wall time of greedy and of beam search per utterance, Keras (the
-    encoder included);
+  * wall time per utterance, Keras (traced step functions): of the
+    encoder, of greedy and of beam search alone (given the encoder's
+    output), and of the whole transcription (encoder, search, text) as
+    `evaluate` runs it;
   * the float TFLite export streamed chunk by chunk: WER, real-time factor
     and (TDT) the joiner program's runs per utterance.
 
@@ -90,24 +92,34 @@ def train(loss, seed):
     return {"train_s": time.time() - start}
 
 
-def joint_evaluations(model, batch, loss):
-    """Joint evaluations of greedy search per utterance of a batch."""
-    import numpy as np
-
+def search_costs(model, batch, loss):
+    """Per utterance of a batch of one: seconds to encode, seconds of greedy
+    and of beam search alone (the encoder's output given), and the joint
+    evaluations of greedy search."""
+    from tf_transducer.decoding import beam_search
+    from tf_transducer.decoding import greedy_search
+    from tf_transducer.decoding import tdt_beam_search
     from tf_transducer.decoding import tdt_greedy_search
-    from tf_transducer.decoding.transducer import KerasSteps
-    from tf_transducer.decoding.transducer import transducer_greedy_decode
+    from tf_transducer.decoding.keras_steps import KerasSteps
+    from tf_transducer.decoding.keras_steps import encode_projected
 
-    inputs = (batch["features"], batch["feature_length"])
-    encoded, lengths = model.encode(inputs, training=False)
+    began = time.perf_counter()
+    projected, lengths = encode_projected(
+        model, (batch["features"], batch["feature_length"])
+    )
+    encoded = time.perf_counter()
+    steps = KerasSteps(model)
     if loss == "tdt":
-        projected = np.asarray(model.joiner.project_encoder(encoded))
-        _, _, counts = tdt_greedy_search(
-            projected, np.asarray(lengths), KerasSteps(model), DURATIONS
-        )
-        return list(counts)
-    hyps = transducer_greedy_decode(model, inputs)
-    return [int(n) + len(h) for n, h in zip(np.asarray(lengths), hyps, strict=True)]
+        hyps, _, counts = tdt_greedy_search(projected, lengths, steps, DURATIONS)
+        greedy = time.perf_counter()
+        tdt_beam_search(projected[0, : lengths[0]], steps, DURATIONS, BEAM)
+    else:
+        hyps, _ = greedy_search(projected, lengths, steps)
+        counts = [int(lengths[0]) + len(hyps[0])]  # the joiner's runs
+        greedy = time.perf_counter()
+        beam_search(projected[0, : lengths[0]], steps, BEAM)
+    done = time.perf_counter()
+    return encoded - began, greedy - encoded, done - greedy, int(counts[0])
 
 
 def evaluate(loss, seed):
@@ -136,10 +148,11 @@ def evaluate(loss, seed):
                                         **options)  # fmt: skip
             row[f"{label}_wer"] = wer
             row[f"{label}_ms"] = (time.perf_counter() - began) * 1e3 / count
-        counts = []
-        for batch in data.dataset(1, shuffle=False):
-            counts += joint_evaluations(model, batch, loss)
-        row["joint_evals"] = sum(counts) / count
+        costs = [search_costs(model, batch, loss)
+                 for batch in data.dataset(1, shuffle=False)]  # fmt: skip
+        for i, key in enumerate(("encode_ms", "greedy_search_ms", "beam_search_ms")):
+            row[key] = sum(c[i] for c in costs) * 1e3 / count
+        row["joint_evals"] = sum(c[3] for c in costs) / count
         if not os.path.isdir(export_dir):
             export_transducer(model, export_dir, text_encoder, features)
         streamed = recipe.evaluate_export(export_dir, data.paths, data.transcripts)
@@ -170,8 +183,11 @@ COLUMNS = (
     ("greedy_wer", "greedy WER", "{:.3f}"),
     ("beam_wer", "beam 4 WER", "{:.3f}"),
     ("joint_evals", "joint evals / utt", "{:.1f}"),
-    ("greedy_ms", "greedy ms / utt", "{:.1f}"),
-    ("beam_ms", "beam ms / utt", "{:.1f}"),
+    ("encode_ms", "encoder ms / utt", "{:.1f}"),
+    ("greedy_search_ms", "greedy search ms / utt", "{:.1f}"),
+    ("beam_search_ms", "beam search ms / utt", "{:.1f}"),
+    ("greedy_ms", "greedy ms / utt, all", "{:.1f}"),
+    ("beam_ms", "beam ms / utt, all", "{:.1f}"),
     ("tflite_wer", "TFLite WER", "{:.3f}"),
     ("tflite_rtf", "TFLite RTF", "{:.4f}"),
 )
@@ -214,7 +230,14 @@ def main(argv):
         ratio = {
             key: statistics.mean(runs["tdt", s][name][key] for s in SEEDS.value)
             / statistics.mean(runs["rnnt", s][name][key] for s in SEEDS.value)
-            for key in ("joint_evals", "greedy_ms", "beam_ms", "tflite_rtf")
+            for key in (
+                "joint_evals",
+                "greedy_search_ms",
+                "beam_search_ms",
+                "greedy_ms",
+                "beam_ms",
+                "tflite_rtf",
+            )  # fmt: skip
         }
         print(f"\n{name}: TDT / RNN-T " + ", ".join(
             f"{key} {value:.2f}x" for key, value in ratio.items()))  # fmt: skip

@@ -27,6 +27,8 @@ from tf_transducer.decoding._hypotheses import select_rows
 from tf_transducer.decoding._hypotheses import start_hyp
 from tf_transducer.decoding._numeric import log_add
 from tf_transducer.decoding._numeric import log_softmax
+from tf_transducer.decoding.keras_steps import KerasSteps
+from tf_transducer.decoding.keras_steps import encode_projected
 from tf_transducer.decoding.lm import WordScorer
 from tf_transducer.decoding.tdt import tdt_beam_search
 from tf_transducer.decoding.tdt import tdt_greedy_search
@@ -43,33 +45,6 @@ class TransducerSteps(Protocol):
     def predict(self, labels: np.ndarray, state: State) -> tuple[np.ndarray, State]: ...
 
     def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray: ...
-
-
-class KerasSteps:
-    """The step functions of a Keras `Transducer`."""
-
-    def __init__(self, model: "Transducer") -> None:
-        self.model = model
-        self.blank = 0
-
-    def start(self, batch: int) -> tuple[np.ndarray, State]:
-        state = [np.asarray(s) for s in self.model.predictor.initial_state(batch)]
-        return self.predict(np.zeros([batch], np.int32), state)
-
-    def predict(self, labels: np.ndarray, state: State) -> tuple[np.ndarray, State]:
-        out, state = self.model.predictor.step(np.asarray(labels, np.int32), state)
-        projected = self.model.joiner.project_decoder(out)
-        return np.asarray(projected), [np.asarray(s) for s in state]
-
-    def joint(self, encoder: np.ndarray, decoder: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model.joiner.joint(encoder, decoder))
-
-    def joint_heads(
-        self, encoder: np.ndarray, decoder: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(token logits [B, V], duration logits [B, K]) of a TDT joiner."""
-        tokens, durations = self.model.joiner.joint_heads(encoder, decoder)
-        return np.asarray(tokens), np.asarray(durations)
 
 
 class GreedyState:
@@ -271,17 +246,14 @@ def transducer_greedy_decode(
     A Token-and-Duration Transducer (a joiner with durations) is decoded by
     `tdt_greedy_search`, which skips the frames its durations jump over.
     """
-    encoded, lengths = model.encode(inputs, training=False)
-    projected = np.asarray(model.joiner.project_encoder(encoded))
+    projected, lengths = encode_projected(model, inputs)
     durations = getattr(model.joiner, "durations", None)
     if durations is not None:
-        hyps, _, _ = tdt_greedy_search(projected, np.asarray(lengths),
-                                       KerasSteps(model), durations,
-                                       max_symbols_per_frame)  # fmt: skip
+        hyps, _, _ = tdt_greedy_search(projected, lengths, KerasSteps(model),
+                                       durations, max_symbols_per_frame)  # fmt: skip
         return hyps
-    hyps, _ = greedy_search(
-        projected, np.asarray(lengths), KerasSteps(model), max_symbols_per_frame
-    )
+    steps = KerasSteps(model)
+    hyps, _ = greedy_search(projected, lengths, steps, max_symbols_per_frame)
     return hyps
 
 
@@ -300,19 +272,18 @@ def transducer_beam_search(
     if not isinstance(beam, int) or beam < 1:
         raise ValueError(f"beam must be an int >= 1, got {beam!r}")
     search = modified_beam_search if method == "modified" else beam_search
-    encoded, lengths = model.encode(inputs, training=False)
-    projected = np.asarray(model.joiner.project_encoder(encoded))
+    projected, lengths = encode_projected(model, inputs)
     steps = KerasSteps(model)
     durations = getattr(model.joiner, "durations", None)
     if durations is not None:
         return [
             tdt_beam_search(projected[b, : int(n)], steps, durations, beam,
                             scorer=scorer, alpha=alpha, beta=beta)[0]
-            for b, n in enumerate(np.asarray(lengths))
+            for b, n in enumerate(lengths)
         ]  # fmt: skip
     return [
         search(
             projected[b, : int(n)], steps, beam, scorer=scorer, alpha=alpha, beta=beta
         )[0]
-        for b, n in enumerate(np.asarray(lengths))
+        for b, n in enumerate(lengths)
     ]
