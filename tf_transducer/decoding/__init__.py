@@ -3,6 +3,11 @@
 
 from tf_transducer.decoding.ctc import ctc_beam_search
 from tf_transducer.decoding.ctc import ctc_greedy_decode
+from tf_transducer.decoding.graph_greedy import GraphHypotheses
+from tf_transducer.decoding.graph_greedy import GraphSteps
+from tf_transducer.decoding.graph_greedy import keras_graph_steps
+from tf_transducer.decoding.graph_greedy import label_looping_greedy
+from tf_transducer.decoding.graph_greedy import transducer_greedy_graph
 from tf_transducer.decoding.lm import ArpaModel
 from tf_transducer.decoding.lm import KenLMModel
 from tf_transducer.decoding.lm import WordScorer
@@ -24,6 +29,8 @@ from tf_transducer.decoding.transducer import transducer_greedy_decode
 
 __all__ = [
     "ArpaModel",
+    "GraphHypotheses",
+    "GraphSteps",
     "KenLMModel",
     "KerasSteps",
     "WordScorer",
@@ -33,6 +40,8 @@ __all__ = [
     "ctc_greedy_decode",
     "edit_distance",
     "greedy_search",
+    "keras_graph_steps",
+    "label_looping_greedy",
     "load_language_model",
     "modified_beam_search",
     "neural_transducer_beam_search",
@@ -42,5 +51,6 @@ __all__ = [
     "tdt_greedy_search",
     "transducer_beam_search",
     "transducer_greedy_decode",
+    "transducer_greedy_graph",
     "word_error_rate",
 ]

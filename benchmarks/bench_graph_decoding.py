@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Greedy search as one graph (label looping) against the numpy search.
+
+A batch of 32 ten-second utterances (1000 feature frames, 250 encoder
+frames) through the "conformer-10m" preset with random weights, 256
+classes, as an RNN-T and as a TDT (durations [0, 1, 2, 3, 4]). The blank's
+output bias is raised so that about one label in four frames is emitted,
+as a trained model does on read speech (the measured rate is printed). The
+encoder runs once; what is timed is the search on its projected frames:
+
+  * numpy: `greedy_search` / `tdt_greedy_search` on `KerasSteps` (traced
+    step functions, a Python loop around them);
+  * graph, eager: `label_looping_greedy` run eagerly;
+  * graph, tf.function: traced once with unknown batch and time;
+  * graph, XLA: the same with jit_compile=True.
+
+Each graph search is checked against the numpy one (same labels) before it
+is timed. 2 threads; the median of --rounds timings.
+
+Usage: python -m benchmarks.bench_graph_decoding [--rounds 5] [--batch 32]
+"""
+
+import statistics
+import time
+
+import numpy as np
+from absl import app
+from absl import flags
+
+from benchmarks import _harness
+
+ROUNDS = flags.DEFINE_integer("rounds", 5, "Timings per search.", lower_bound=1)
+BATCH = flags.DEFINE_integer("batch", 32, "Utterances per batch.", lower_bound=1)
+SECONDS = flags.DEFINE_float("seconds", 10.0, "Seconds per utterance.")
+CLASSES, MELS, DURATIONS = 256, 80, [0, 1, 2, 3, 4]
+
+
+def blank_bias_for_rate(model, projected, lengths, steps, rate=0.25):
+    """Raises the blank's output bias until greedy search emits ~rate labels
+    per frame (bisection on the bias); returns the measured rate."""
+    from tf_transducer.decoding import greedy_search
+    from tf_transducer.decoding import tdt_greedy_search
+
+    bias = model.joiner.output_projection.bias
+    base = bias.numpy()
+
+    def emitted(shift):
+        bias.assign(base + np.eye(CLASSES, dtype=np.float32)[0] * shift)
+        sample, n = projected[:4, :60], np.minimum(lengths[:4], 60)
+        if getattr(model.joiner, "durations", None) is not None:
+            hyps = tdt_greedy_search(sample, n, steps, DURATIONS)[0]
+        else:
+            hyps = greedy_search(sample, n, steps)[0]
+        return sum(map(len, hyps)) / n.sum()
+
+    low, high = -5.0, 25.0
+    for _ in range(12):
+        middle = (low + high) / 2
+        low, high = (middle, high) if emitted(middle) > rate else (low, middle)
+    return emitted(high)
+
+
+def timed(function, rounds):
+    function()  # tracing, compiling
+    times = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def measure(tdt, tf):
+    from tf_transducer.decoding import greedy_search
+    from tf_transducer.decoding import keras_graph_steps
+    from tf_transducer.decoding import label_looping_greedy
+    from tf_transducer.decoding import tdt_greedy_search
+    from tf_transducer.decoding.keras_steps import KerasSteps
+    from tf_transducer.decoding.keras_steps import encode_projected
+    from tf_transducer.models import Transducer
+
+    joiner = {"durations": DURATIONS} if tdt else None
+    model = Transducer.from_preset("conformer-10m", CLASSES, joiner=joiner,
+                                   feature_dim=MELS)  # fmt: skip
+    model.build()
+    rng = np.random.default_rng(0)
+    frames = int(SECONDS.value * 100)
+    features = rng.normal(size=[BATCH.value, frames, MELS]).astype(np.float32)
+    lengths = np.full([BATCH.value], frames, np.int32)
+    lengths[1::2] = frames * 3 // 4  # padding, as in a real batch
+    projected, encoded_lengths = encode_projected(model, (features, lengths))
+    steps = KerasSteps(model)
+    rate = blank_bias_for_rate(model, projected, encoded_lengths, steps)
+    durations = DURATIONS if tdt else None
+
+    def numpy_search():
+        if tdt:
+            return tdt_greedy_search(projected, encoded_lengths, steps, DURATIONS)[0]
+        return greedy_search(projected, encoded_lengths, steps)[0]
+
+    graph_steps = keras_graph_steps(model)
+
+    def search(e, n):
+        return label_looping_greedy(e, n, graph_steps, durations)
+
+    signature = [tf.TensorSpec([None, None, projected.shape[-1]]),
+                 tf.TensorSpec([None], tf.int32)]  # fmt: skip
+    ways = {
+        "graph, eager": search,
+        "graph, tf.function": tf.function(search, input_signature=signature),
+        "graph, XLA": tf.function(search, input_signature=signature, jit_compile=True),
+    }
+    want = numpy_search()
+    times = {"numpy": timed(numpy_search, ROUNDS.value)}
+    for name, way in ways.items():
+        hyps = way(projected, encoded_lengths)
+        count = hyps.label_length.numpy()
+        got = [hyps.labels[b, :n].numpy().tolist() for b, n in enumerate(count)]
+        if got != want:
+            raise AssertionError(f"{name} differs from the numpy search")
+        rounds = 1 if name == "graph, eager" else ROUNDS.value
+        times[name] = timed(lambda w=way: w(projected, encoded_lengths), rounds)
+    return rate, times
+
+
+def main(argv):
+    del argv
+    tf = _harness.tensorflow_with_threads(2)
+    print(f"batch {BATCH.value} x {SECONDS.value:g} s, conformer-10m (random "
+          f"weights), {CLASSES} classes, 2 threads; seconds per batch "
+          f"(median of {ROUNDS.value}), and throughput against numpy\n")  # fmt: skip
+    print("| model | labels / frame | search | s / batch | x numpy |")
+    print("| --- | --- | --- | --- | --- |")
+    for tdt in (False, True):
+        rate, times = measure(tdt, tf)
+        for name, seconds in times.items():
+            print(f"| {'TDT' if tdt else 'RNN-T'} | {rate:.2f} | {name} | "
+                  f"{seconds:.3f} | {times['numpy'] / seconds:.1f}x |",
+                  flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    app.run(main)
