@@ -12,7 +12,11 @@ encoder runs once; what is timed is the search on its projected frames:
     step functions, a Python loop around them);
   * graph, eager: `label_looping_greedy` run eagerly;
   * graph, tf.function: traced once with unknown batch and time;
-  * graph, XLA: the same with jit_compile=True.
+  * graph, XLA: the same with jit_compile=True;
+
+and for the RNN-T, modified beam search (beam 4): numpy
+`modified_beam_search` utterance by utterance, and `modified_beam_graph`
+traced and under XLA, for the whole batch.
 
 Each graph search is checked against the numpy one (same labels) before it
 is timed. 2 threads; the median of --rounds timings.
@@ -120,7 +124,37 @@ def measure(tdt, tf):
             raise AssertionError(f"{name} differs from the numpy search")
         rounds = 1 if name == "graph, eager" else ROUNDS.value
         times[name] = timed(lambda w=way: w(projected, encoded_lengths), rounds)
+    if not tdt:
+        beam_searches(projected, encoded_lengths, steps, graph_steps, signature,
+                      times, tf)  # fmt: skip
     return rate, times
+
+
+def beam_searches(projected, lengths, steps, graph_steps, signature, times, tf):
+    """Adds numpy and graph beam-4 search to times (checked to agree)."""
+    from tf_transducer.decoding import modified_beam_graph
+    from tf_transducer.decoding import modified_beam_search
+
+    def numpy_beam():
+        return [modified_beam_search(projected[b, :n], steps, 4)[0]
+                for b, n in enumerate(lengths)]  # fmt: skip
+
+    def search(e, n):
+        return modified_beam_graph(e, n, graph_steps, 4)
+
+    want = numpy_beam()
+    times["numpy beam 4"] = timed(numpy_beam, 1)
+    for name, jit in (
+        ("graph beam 4, tf.function", False),
+        ("graph beam 4, XLA", True),
+    ):
+        way = tf.function(search, input_signature=signature, jit_compile=jit)
+        hyps = way(projected, lengths)
+        count = hyps.label_length.numpy()
+        got = [hyps.labels[b, :n].numpy().tolist() for b, n in enumerate(count)]
+        if got != want:
+            raise AssertionError(f"{name} differs from the numpy beam search")
+        times[name] = timed(lambda w=way: w(projected, lengths), ROUNDS.value)
 
 
 def main(argv):
@@ -129,13 +163,14 @@ def main(argv):
     print(f"batch {BATCH.value} x {SECONDS.value:g} s, conformer-10m (random "
           f"weights), {CLASSES} classes, 2 threads; seconds per batch "
           f"(median of {ROUNDS.value}), and throughput against numpy\n")  # fmt: skip
-    print("| model | labels / frame | search | s / batch | x numpy |")
+    print("| model | labels / frame | search | s / batch | x numpy (same search) |")
     print("| --- | --- | --- | --- | --- |")
     for tdt in (False, True):
         rate, times = measure(tdt, tf)
         for name, seconds in times.items():
+            base = times["numpy beam 4" if "beam" in name else "numpy"]
             print(f"| {'TDT' if tdt else 'RNN-T'} | {rate:.2f} | {name} | "
-                  f"{seconds:.3f} | {times['numpy'] / seconds:.1f}x |",
+                  f"{seconds:.3f} | {base / seconds:.1f}x |",
                   flush=True)  # fmt: skip
 
 

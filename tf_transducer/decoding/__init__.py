@@ -3,6 +3,8 @@
 
 from tf_transducer.decoding.ctc import ctc_beam_search
 from tf_transducer.decoding.ctc import ctc_greedy_decode
+from tf_transducer.decoding.graph_beam import modified_beam_graph
+from tf_transducer.decoding.graph_beam import transducer_beam_graph
 from tf_transducer.decoding.graph_greedy import GraphHypotheses
 from tf_transducer.decoding.graph_greedy import GraphSteps
 from tf_transducer.decoding.graph_greedy import keras_graph_steps
@@ -43,12 +45,14 @@ __all__ = [
     "keras_graph_steps",
     "label_looping_greedy",
     "load_language_model",
+    "modified_beam_graph",
     "modified_beam_search",
     "neural_transducer_beam_search",
     "neural_transducer_greedy_decode",
     "recognize",
     "tdt_beam_search",
     "tdt_greedy_search",
+    "transducer_beam_graph",
     "transducer_beam_search",
     "transducer_greedy_decode",
     "transducer_greedy_graph",

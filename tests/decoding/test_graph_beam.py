@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Modified beam search in one graph, against the numpy `modified_beam_search`.
+
+The graph steps read the logits tables of `TableSteps` (see
+test_graph_greedy), so each utterance's best hypothesis and score can be
+checked against the numpy search run on it alone.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.decoding.test_graph_greedy import table_steps
+from tests.decoding.test_graph_greedy import tables
+from tests.decoding.test_graph_greedy import unpad
+from tests.decoding.test_transducer_decoding import TableSteps
+from tests.decoding.test_transducer_decoding import frames
+from tf_transducer.decoding import modified_beam_search
+from tf_transducer.decoding.graph_beam import modified_beam_graph
+from tf_transducer.decoding.graph_beam import transducer_beam_graph
+
+
+def check_equal(hyps, tokens, lengths, beam):
+    steps = TableSteps(tokens)
+    encoder = frames(*tokens.shape[:2])
+    got = unpad(hyps)
+    for b, n in enumerate(lengths):
+        labels, score = modified_beam_search(encoder[b, :n], steps, beam)
+        assert got[b] == labels, f"utterance {b}"
+        np.testing.assert_allclose(hyps.scores[b], score, rtol=1e-5, atol=1e-4)
+        at = np.asarray(hyps.frames)[b, : len(labels)]
+        assert np.all(np.diff(at) > 0) and np.all(at < max(n, 1))
+
+
+@pytest.mark.parametrize("beam", [1, 2, 4])
+def test_equals_numpy_search_eagerly(beam):
+    # (12 frames: long enough that growths merging into stays change the
+    # best hypothesis of some of these tables, so keeping them is caught.)
+    for seed in range(4, 8):
+        tokens, _ = tables(3, 12, seed, False)
+        lengths = np.array([12, 9, 0])
+        hyps = modified_beam_graph(frames(3, 12), lengths, table_steps(tokens), beam)
+        check_equal(hyps, tokens, lengths, beam)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["traced", "xla"])
+def test_equals_numpy_search_compiled(jit):
+    tokens, _ = tables(4, 10, 5, False)
+    steps = table_steps(tokens)
+    search = tf.function(
+        lambda e, n: modified_beam_graph(e, n, steps, 3),
+        input_signature=[
+            tf.TensorSpec([None, None, 2]),
+            tf.TensorSpec([None], tf.int32),
+        ],
+        jit_compile=jit,
+    )
+    for batch, num, lengths in ((4, 10, [10, 2, 7, 1]), (2, 6, [6, 3])):
+        hyps = search(frames(batch, num), np.array(lengths, np.int32))
+        check_equal(hyps, tokens[:batch, :num], np.array(lengths), 3)
+
+
+def test_bad_beam_is_named():
+    tokens, _ = tables(1, 3, 0, False)
+    with pytest.raises(ValueError, match="beam must be"):
+        modified_beam_graph(frames(1, 3), [3], table_steps(tokens), beam=0)
+
+
+def test_keras_transducer_equals_numpy_beam_search():
+    import keras
+
+    import tf_transducer as tt
+    from tf_transducer.decoding import transducer_beam_search
+    from tf_transducer.models import Transducer
+
+    keras.utils.set_random_seed(4)
+    model = Transducer(
+        6,
+        tt.layers.TransducerEncoder(16, 1, stack=2),
+        tt.layers.PredictionNetwork(6, 8, 16),
+        tt.layers.TransducerJoiner(6, 16),
+        feature_dim=8,
+    )
+    model.build()
+    kernel = model.joiner.output_projection.kernel
+    kernel.assign(kernel * 20.0)
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=[3, 40, 8]).astype(np.float32)
+    lengths = np.array([40, 22, 9], np.int32)
+    search = tf.function(lambda x, n: transducer_beam_graph(model, (x, n), beam=3),
+                         jit_compile=True)  # fmt: skip
+    got = unpad(search(features, lengths))
+    assert got == transducer_beam_search(model, (features, lengths), beam=3)
+    assert any(got)

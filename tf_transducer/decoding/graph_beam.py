@@ -1,0 +1,241 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Modified beam search as one TensorFlow graph, batched over utterances.
+
+k2 / icefall's "modified" beam search (at most one label per frame), with
+the hypotheses of every utterance held in fixed-shape tensors [B, beam,
+...] so that the frame loop is one `tf.while_loop`: it runs eagerly, in
+`tf.function` with unknown batch and time, and under XLA.
+
+Per frame, for all B * beam hypotheses at once: the joint; each hypothesis
+stays (blank) or grows by a label, the `beam` best growths of the
+utterance are kept and the prediction network runs on them in one batch; a
+growth whose labels equal a staying hypothesis' is merged into it
+(log-add); the `beam` best of the stays and growths survive. These are the
+steps of `modified_beam_search`, which this search equals (labels, and
+scores to float32 rounding).
+
+Label sequences are compared through two polynomial hashes (mod 2^31 - 1,
+carried with each hypothesis): two different sequences are merged only if
+both hashes collide.
+"""
+
+from typing import TYPE_CHECKING
+
+import tensorflow as tf
+
+from tf_transducer._checks import TensorLike
+from tf_transducer.decoding.graph_greedy import GraphHypotheses
+from tf_transducer.decoding.graph_greedy import GraphSteps
+from tf_transducer.decoding.graph_greedy import _check_options
+from tf_transducer.decoding.graph_greedy import _token_confidence
+from tf_transducer.decoding.graph_greedy import keras_graph_steps
+
+if TYPE_CHECKING:
+    from tf_transducer.models import Transducer
+
+_MODULUS = 2**31 - 1
+_BASES = (1_000_003, 998_244_353 % _MODULUS)
+
+
+def _log_add(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """log(exp(a) + exp(b)), -inf the zero (no NaN when both are -inf)."""
+    big, small = tf.maximum(a, b), tf.minimum(a, b)
+    summed = big + tf.math.log1p(tf.exp(small - big))
+    return tf.where(tf.math.is_inf(small) & (small < 0), big, summed)
+
+
+def _gather_rows(value: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+    """value [B, n, ...] at index [B, m] -> [B, m, ...]."""
+    return tf.gather(value, index, batch_dims=1)
+
+
+def modified_beam_graph(
+    encoder: TensorLike,
+    lengths: TensorLike,
+    steps: GraphSteps,
+    beam: int = 4,
+    blank: int = 0,
+    confidence: str = "entropy",
+) -> GraphHypotheses:
+    """Batched modified beam search of an RNN-T, as one graph.
+
+    Args:
+      encoder: float [B, T, J] projected encoder frames.
+      lengths: int [B] valid frames of each utterance.
+      steps: the model's `GraphSteps` (a joint of token logits).
+      beam: hypotheses kept per utterance, and growths tried per frame.
+      blank: the blank class.
+      confidence: each label's confidence measure, "entropy" or "max_prob"
+        (of the distribution it was emitted from).
+
+    Returns:
+      `GraphHypotheses` of each utterance's best hypothesis (L = T: one
+      label per frame at most); joint_evaluations counts the joint's runs
+      on live hypotheses.
+    """
+    _check_options(None, 1, blank, confidence)
+    if not isinstance(beam, int) or beam < 1:
+        raise ValueError(f"beam must be an int >= 1, got {beam!r}")
+    encoder = tf.convert_to_tensor(encoder)
+    if encoder.shape.rank != 3:
+        raise ValueError(f"encoder must be [B, T, J], got shape {encoder.shape}")
+    batch, frames = tf.shape(encoder)[0], tf.shape(encoder)[1]
+    lengths = tf.minimum(tf.cast(tf.reshape(lengths, [-1]), tf.int32), frames)
+    capacity = tf.maximum(frames, 1)
+    flat = batch * beam
+    neg_inf = tf.constant(-float("inf"))
+
+    def flatten(x):
+        return tf.reshape(x, tf.concat([[flat], tf.shape(x)[2:]], 0))
+
+    def unflatten(x):
+        return tf.reshape(x, tf.concat([[batch, beam], tf.shape(x)[1:]], 0))
+
+    start_state = steps.initial_state(flat)
+    decoder, state = steps.predict(tf.fill([flat], blank), start_state)
+    first = tf.one_hot(
+        tf.zeros([batch], tf.int32), beam, on_value=0.0, off_value=neg_inf
+    )
+
+    def body(t, scores, hashes, count, labels, at, conf, decoder, state, evaluations):
+        active = t < lengths  # [B]
+        frame = encoder[:, tf.minimum(t, capacity - 1)]  # [B, J]
+        repeated = tf.repeat(frame, beam, axis=0)  # [B * beam, J]
+        logits = steps.joint(repeated, decoder)
+        log_probs = unflatten(tf.nn.log_softmax(tf.cast(logits, tf.float32)))
+        vocab = tf.shape(log_probs)[-1]
+        live = scores > neg_inf
+        evaluations += tf.where(active, tf.reduce_sum(tf.cast(live, tf.int32), 1), 0)
+
+        stay = scores + log_probs[:, :, blank]  # [B, beam]
+        not_blank = tf.one_hot(blank, vocab, on_value=neg_inf, off_value=0.0)
+        grow = tf.reshape(scores[:, :, None] + log_probs + not_blank, [batch, -1])
+        grown, pick = tf.math.top_k(grow, k=beam)  # [B, beam]
+        parent, label = pick // vocab, pick % vocab
+
+        # The growths' label sequences, and their merge into equal stays.
+        parent_hashes = [_gather_rows(h, parent) for h in hashes]
+        code = tf.cast(label, tf.int64) + 1
+        child_hashes = [
+            (h * base + code) % _MODULUS
+            for h, base in zip(parent_hashes, _BASES, strict=True)
+        ]
+        same = tf.ones([batch, beam, beam], tf.bool)  # [B, child, stay]
+        for child, hashed in zip(child_hashes, hashes, strict=True):
+            same &= tf.equal(child[:, :, None], hashed[:, None, :])
+        same &= (live[:, None, :]) & (grown > neg_inf)[:, :, None]
+        into = tf.reduce_any(same, axis=2)  # [B, child]
+        merged = tf.where(same, grown[:, :, None], neg_inf)  # [B, child, stay]
+        for c in range(beam):
+            stay = _log_add(stay, merged[:, c])
+        grown = tf.where(into, neg_inf, grown)
+
+        # The prediction network on the growths, then the beam best survive.
+        child_decoder, child_state = steps.predict(
+            flatten(label), [flatten(_gather_rows(unflatten(s), parent)) for s in state]
+        )
+        kept_scores, source = tf.math.top_k(tf.concat([stay, grown], 1), k=beam)
+        from_child = source >= beam
+        slot = tf.where(from_child, source - beam, source)
+
+        def pick_rows(old, new):
+            """Per surviving slot: the stay's old row or the growth's new one."""
+            both = tf.concat([old, new], axis=1)
+            return _gather_rows(both, source)
+
+        parent_rows = tf.concat(
+            [tf.range(beam)[None] + tf.zeros_like(parent), parent], 1
+        )
+        origin = _gather_rows(parent_rows, source)  # the hypothesis each came from
+        new_count = _gather_rows(count, origin) + tf.cast(from_child, tf.int32)
+        written = tf.one_hot(new_count - 1, capacity, on_value=True, off_value=False)
+        written &= from_child[:, :, None]
+        child_conf = tf.reshape(
+            _token_confidence(tf.reshape(log_probs, [flat, -1]), confidence),
+            [batch, beam],
+        )
+        new_label = _gather_rows(label, slot)
+        new_labels = tf.where(
+            written, new_label[:, :, None], _gather_rows(labels, origin)
+        )
+        new_at = tf.where(written, t, _gather_rows(at, origin))
+        new_conf = tf.where(
+            written,
+            _gather_rows(_gather_rows(child_conf, parent), slot)[:, :, None],
+            _gather_rows(conf, origin),
+        )
+        new_hashes = [
+            pick_rows(h, c) for h, c in zip(hashes, child_hashes, strict=True)
+        ]
+        new_decoder = flatten(pick_rows(unflatten(decoder), unflatten(child_decoder)))
+        new_state = [
+            flatten(pick_rows(unflatten(s), unflatten(c)))
+            for s, c in zip(state, child_state, strict=True)
+        ]
+
+        def keep(new, old):
+            """The new value for utterances still in their frames."""
+            mask = tf.reshape(
+                active, tf.concat([[batch], tf.ones_like(tf.shape(old)[1:])], 0)
+            )
+            return tf.where(mask, new, old)
+
+        def keep_flat(new, old):
+            return flatten(keep(unflatten(new), unflatten(old)))
+
+        return (
+            t + 1,
+            keep(kept_scores, scores),
+            [keep(n, o) for n, o in zip(new_hashes, hashes, strict=True)],
+            keep(new_count, count),
+            keep(new_labels, labels),
+            keep(new_at, at),
+            keep(new_conf, conf),
+            keep_flat(new_decoder, decoder),
+            [keep_flat(n, o) for n, o in zip(new_state, state, strict=True)],
+            evaluations,
+        )
+
+    zeros = tf.zeros([batch, beam], tf.int32)
+    no_hash = tf.zeros([batch, beam], tf.int64)
+    init = (
+        tf.constant(0), first, [no_hash, no_hash], zeros,
+        tf.fill([batch, beam, capacity], blank),
+        tf.fill([batch, beam, capacity], -1), tf.zeros([batch, beam, capacity]),
+        decoder, list(state), tf.zeros([batch], tf.int32),
+    )  # fmt: skip
+    _, scores, _, count, labels, at, conf, _, _, evaluations = tf.while_loop(
+        lambda t, *_: t < tf.reduce_max(tf.concat([lengths, [0]], 0)), body, init
+    )
+    best = tf.argmax(scores, axis=1, output_type=tf.int32)[:, None]  # [B, 1]
+    return GraphHypotheses(
+        labels=_gather_rows(labels, best)[:, 0],
+        label_length=_gather_rows(count, best)[:, 0],
+        frames=_gather_rows(at, best)[:, 0],
+        confidence=_gather_rows(conf, best)[:, 0],
+        scores=_gather_rows(scores, best)[:, 0],
+        joint_evaluations=evaluations,
+    )
+
+
+def transducer_beam_graph(
+    model: "Transducer",
+    inputs: tuple[TensorLike, TensorLike],
+    beam: int = 4,
+    confidence: str = "entropy",
+) -> GraphHypotheses:
+    """Modified beam search of a Keras RNN-T `Transducer` on (features, lengths).
+
+    The encoder and the search in one graph (wrap it in `tf.function`, with
+    `jit_compile=True` for XLA).
+    """
+    if getattr(model.joiner, "durations", None) is not None:
+        raise ValueError(
+            "transducer_beam_graph decodes an RNN-T: this model's joiner has a "
+            "duration head (use transducer_beam_search, or transducer_greedy_graph)"
+        )
+    encoded, lengths = model.encode(inputs, training=False)
+    projected = model.joiner.project_encoder(encoded)
+    return modified_beam_graph(
+        projected, lengths, keras_graph_steps(model), beam, confidence=confidence
+    )
