@@ -22,6 +22,10 @@ from tf_transducer.decoding.neural_transducer import neural_transducer_greedy_de
 from tf_transducer.decoding.recognize import recognize
 from tf_transducer.decoding.tdt import tdt_beam_search
 from tf_transducer.decoding.tdt import tdt_greedy_search
+from tf_transducer.decoding.timestamps import TimedWord
+from tf_transducer.decoding.timestamps import frame_seconds
+from tf_transducer.decoding.timestamps import hypotheses_as_json
+from tf_transducer.decoding.timestamps import timed_words
 from tf_transducer.decoding.transducer import KerasSteps
 from tf_transducer.decoding.transducer import beam_search
 from tf_transducer.decoding.transducer import greedy_search
@@ -35,13 +39,16 @@ __all__ = [
     "GraphSteps",
     "KenLMModel",
     "KerasSteps",
+    "TimedWord",
     "WordScorer",
     "beam_search",
     "char_error_rate",
     "ctc_beam_search",
     "ctc_greedy_decode",
     "edit_distance",
+    "frame_seconds",
     "greedy_search",
+    "hypotheses_as_json",
     "keras_graph_steps",
     "label_looping_greedy",
     "load_language_model",
@@ -52,6 +59,7 @@ __all__ = [
     "recognize",
     "tdt_beam_search",
     "tdt_greedy_search",
+    "timed_words",
     "transducer_beam_graph",
     "transducer_beam_search",
     "transducer_greedy_decode",

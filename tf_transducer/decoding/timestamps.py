@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Word times and word confidence from a hypothesis' labels, frames and confidence.
+
+A label starts a word when the text decoded so far gains a word with it,
+and extends the last word when that word's text changes; labels that add
+no text (a word delimiter, a space, a lone SentencePiece word mark) belong
+to no word. This holds for every text
+encoder (characters with a space, SentencePiece pieces with their word
+marks, a word-delimiter class), since it only asks the encoder to decode.
+
+A word starts at the encoder frame of its first label and ends one frame
+after its last label's; frames become seconds through the encoder's
+subsampling and the features' hop (`frame_seconds`). Its confidence
+aggregates its labels' ("min", as NeMo's default, "mean" or "prod").
+"""
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+AGGREGATES = ("min", "mean", "prod")
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    """A word, its start and end in seconds, and its confidence in [0, 1]."""
+
+    word: str
+    start: float
+    end: float
+    confidence: float
+
+
+def frame_seconds(subsampling: int, hop_seconds: float) -> float:
+    """Seconds per encoder frame: the features' hop times the subsampling."""
+    if not isinstance(subsampling, int) or subsampling < 1:
+        raise ValueError(f"subsampling must be an int >= 1, got {subsampling!r}")
+    if not hop_seconds > 0:
+        raise ValueError(f"hop_seconds must be > 0, got {hop_seconds!r}")
+    return subsampling * float(hop_seconds)
+
+
+def _aggregate(values: list[float], how: str) -> float:
+    if how == "min":
+        return min(values)
+    if how == "mean":
+        return sum(values) / len(values)
+    return math.prod(values)
+
+
+def timed_words(
+    labels: Sequence[int],
+    frames: Sequence[int],
+    confidence: Sequence[float],
+    text_encoder: Any,
+    seconds_per_frame: float,
+    aggregate: str = "min",
+) -> list[TimedWord]:
+    """The words of one hypothesis with their times and confidence.
+
+    Args:
+      labels: the hypothesis' N labels (no padding).
+      frames: the encoder frame of each label [N].
+      confidence: each label's confidence [N].
+      text_encoder: what decodes the labels (`decode(ids) -> str`).
+      seconds_per_frame: seconds per encoder frame (`frame_seconds`).
+      aggregate: "min", "mean" or "prod" of a word's label confidences.
+
+    Returns:
+      the `TimedWord`s, in order; their words are the decoded text's.
+    """
+    if aggregate not in AGGREGATES:
+        raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+    labels = [int(x) for x in labels]
+    if not len(labels) == len(frames) == len(confidence):
+        raise ValueError(
+            f"labels, frames and confidence must be as long as each other, got "
+            f"{len(labels)}, {len(frames)} and {len(confidence)}"
+        )
+    words: list[list[Any]] = []  # [text, first frame, last frame, confidences]
+    before: list[str] = []
+    for i, (frame, sure) in enumerate(zip(frames, confidence, strict=True)):
+        after = text_encoder.decode(labels[: i + 1]).split()
+        if len(after) > len(before):
+            words.append([after[-1], int(frame), int(frame), [float(sure)]])
+        elif after and after != before:  # the last word's text changed
+            words[-1][0] = after[-1]
+            words[-1][2] = int(frame)
+            words[-1][3].append(float(sure))
+        before = after
+    return [
+        TimedWord(
+            word,
+            first * seconds_per_frame,
+            (last + 1) * seconds_per_frame,
+            _aggregate(sure, aggregate),
+        )  # fmt: skip
+        for word, first, last, sure in words
+    ]
+
+
+def hypotheses_as_json(
+    hyps: Any,
+    text_encoder: Any,
+    seconds_per_frame: float,
+    aggregate: str = "min",
+    names: Sequence[str] | None = None,
+) -> list[str]:
+    """One JSON line per utterance of `GraphHypotheses`: text, words, times.
+
+    Each line: {"file" (when names are given), "text", "words": [{"word",
+    "start", "end", "confidence"}]}, times in seconds rounded to the
+    millisecond.
+    """
+    labels, count = np.asarray(hyps.labels), np.asarray(hyps.label_length)
+    at, sure = np.asarray(hyps.frames), np.asarray(hyps.confidence)
+    if names is not None and len(names) != len(count):
+        raise ValueError(f"names must have one name per utterance ({len(count)}), "
+                         f"got {len(names)}")  # fmt: skip
+    lines = []
+    for b, n in enumerate(count):
+        words = timed_words(labels[b, :n], at[b, :n], sure[b, :n], text_encoder,
+                            seconds_per_frame, aggregate)  # fmt: skip
+        record: dict[str, Any] = {} if names is None else {"file": names[b]}
+        record["text"] = text_encoder.decode(labels[b, :n])
+        record["words"] = [
+            {
+                k: round(v, 3) if isinstance(v, float) else v
+                for k, v in asdict(w).items()
+            }
+            for w in words
+        ]
+        lines.append(json.dumps(record))
+    return lines
