@@ -19,6 +19,8 @@ from tests.decoding.test_transducer_decoding import log_softmax
 from tf_transducer.decoding import greedy_search
 from tf_transducer.decoding import tdt_greedy_search
 from tf_transducer.decoding.graph_greedy import GraphSteps
+from tf_transducer.decoding.graph_greedy import greedy_graph_start
+from tf_transducer.decoding.graph_greedy import label_looping_continue
 from tf_transducer.decoding.graph_greedy import label_looping_greedy
 from tf_transducer.decoding.graph_greedy import transducer_greedy_graph
 
@@ -193,3 +195,28 @@ def test_keras_transducer_equals_numpy_decode(durations):
     got = unpad(search(features, lengths))
     assert got == transducer_greedy_decode(model, (features, lengths))
     assert any(got), "the model emits nothing: scale its output up"
+
+
+@pytest.mark.parametrize("tdt", [False, True], ids=["rnnt", "tdt"])
+@pytest.mark.parametrize("chunk", [1, 3, 4])
+def test_chunk_by_chunk_equals_whole(tdt, chunk):
+    """A stream of chunks (state carried; a TDT duration may jump past a
+    chunk's end) decodes as the whole utterances do."""
+    tokens, durs = tables(2, 10, 11, tdt)
+    lengths = np.array([10, 7])
+    steps, durations = table_steps(tokens, durs), DURATIONS if tdt else None
+    whole = label_looping_greedy(frames(2, 10), lengths, steps, durations)
+    state = greedy_graph_start(steps, 2)
+    labels, frames_at, score = [[], []], [[], []], np.zeros(2)
+    for start in range(0, 10, chunk):
+        piece = frames(2, 10)[:, start : start + chunk]
+        valid = np.clip(lengths - start, 0, piece.shape[1])
+        hyps, state = label_looping_continue(piece, valid, steps, state, durations)
+        for b, n in enumerate(np.asarray(hyps.label_length)):
+            labels[b] += np.asarray(hyps.labels)[b, :n].tolist()
+            frames_at[b] += (np.asarray(hyps.frames)[b, :n] + start).tolist()
+        score += hyps.scores
+    assert labels == unpad(whole)
+    for b, n in enumerate(np.asarray(whole.label_length)):
+        assert frames_at[b] == np.asarray(whole.frames)[b, :n].tolist()
+    np.testing.assert_allclose(score, whole.scores, rtol=1e-5)

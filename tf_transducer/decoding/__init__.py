@@ -7,9 +7,15 @@ from tf_transducer.decoding.graph_beam import modified_beam_graph
 from tf_transducer.decoding.graph_beam import transducer_beam_graph
 from tf_transducer.decoding.graph_greedy import GraphHypotheses
 from tf_transducer.decoding.graph_greedy import GraphSteps
+from tf_transducer.decoding.graph_greedy import GreedyGraphState
+from tf_transducer.decoding.graph_greedy import greedy_graph_start
 from tf_transducer.decoding.graph_greedy import keras_graph_steps
+from tf_transducer.decoding.graph_greedy import label_looping_continue
 from tf_transducer.decoding.graph_greedy import label_looping_greedy
 from tf_transducer.decoding.graph_greedy import transducer_greedy_graph
+from tf_transducer.decoding.hotwords import HotwordGraph
+from tf_transducer.decoding.hotwords import hotword_graph
+from tf_transducer.decoding.hotwords import read_hotwords
 from tf_transducer.decoding.lm import ArpaModel
 from tf_transducer.decoding.lm import KenLMModel
 from tf_transducer.decoding.lm import WordScorer
@@ -37,6 +43,8 @@ __all__ = [
     "ArpaModel",
     "GraphHypotheses",
     "GraphSteps",
+    "GreedyGraphState",
+    "HotwordGraph",
     "KenLMModel",
     "KerasSteps",
     "TimedWord",
@@ -47,15 +55,19 @@ __all__ = [
     "ctc_greedy_decode",
     "edit_distance",
     "frame_seconds",
+    "greedy_graph_start",
     "greedy_search",
+    "hotword_graph",
     "hypotheses_as_json",
     "keras_graph_steps",
+    "label_looping_continue",
     "label_looping_greedy",
     "load_language_model",
     "modified_beam_graph",
     "modified_beam_search",
     "neural_transducer_beam_search",
     "neural_transducer_greedy_decode",
+    "read_hotwords",
     "recognize",
     "tdt_beam_search",
     "tdt_greedy_search",

@@ -27,8 +27,10 @@ from tf_transducer._checks import TensorLike
 from tf_transducer.decoding.graph_greedy import GraphHypotheses
 from tf_transducer.decoding.graph_greedy import GraphSteps
 from tf_transducer.decoding.graph_greedy import _check_options
+from tf_transducer.decoding.graph_greedy import _hotword_tables
 from tf_transducer.decoding.graph_greedy import _token_confidence
 from tf_transducer.decoding.graph_greedy import keras_graph_steps
+from tf_transducer.decoding.hotwords import HotwordGraph
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer
@@ -56,6 +58,7 @@ def modified_beam_graph(
     beam: int = 4,
     blank: int = 0,
     confidence: str = "entropy",
+    hotwords: HotwordGraph | None = None,
 ) -> GraphHypotheses:
     """Batched modified beam search of an RNN-T, as one graph.
 
@@ -67,6 +70,9 @@ def modified_beam_graph(
       blank: the blank class.
       confidence: each label's confidence measure, "entropy" or "max_prob"
         (of the distribution it was emitted from).
+      hotwords: a `HotwordGraph` whose boosts are added to the growths'
+        scores; each hypothesis' unfinished partial match is taken back
+        before the best is chosen.
 
     Returns:
       `GraphHypotheses` of each utterance's best hypothesis (L = T: one
@@ -74,6 +80,7 @@ def modified_beam_graph(
       on live hypotheses.
     """
     _check_options(None, 1, blank, confidence)
+    tables = _hotword_tables(hotwords)
     if not isinstance(beam, int) or beam < 1:
         raise ValueError(f"beam must be an int >= 1, got {beam!r}")
     encoder = tf.convert_to_tensor(encoder)
@@ -97,7 +104,8 @@ def modified_beam_graph(
         tf.zeros([batch], tf.int32), beam, on_value=0.0, off_value=neg_inf
     )
 
-    def body(t, scores, hashes, count, labels, at, conf, decoder, state, evaluations):
+    def body(t, scores, hashes, context, count, labels, at, conf, decoder, state,
+             evaluations):  # fmt: skip
         active = t < lengths  # [B]
         frame = encoder[:, tf.minimum(t, capacity - 1)]  # [B, J]
         repeated = tf.repeat(frame, beam, axis=0)  # [B * beam, J]
@@ -109,9 +117,19 @@ def modified_beam_graph(
 
         stay = scores + log_probs[:, :, blank]  # [B, beam]
         not_blank = tf.one_hot(blank, vocab, on_value=neg_inf, off_value=0.0)
-        grow = tf.reshape(scores[:, :, None] + log_probs + not_blank, [batch, -1])
+        boosted = log_probs + not_blank
+        if tables is not None:
+            boosted += tf.gather(tables.delta, context)
+        grow = tf.reshape(scores[:, :, None] + boosted, [batch, -1])
         grown, pick = tf.math.top_k(grow, k=beam)  # [B, beam]
         parent, label = pick // vocab, pick % vocab
+        if tables is None:
+            child_context = tf.zeros_like(label)
+        else:
+            parent_context = _gather_rows(context, parent)
+            child_context = tf.gather_nd(
+                tables.goto, tf.stack([parent_context, label], -1)
+            )
 
         # The growths' label sequences, and their merge into equal stays.
         parent_hashes = [_gather_rows(h, parent) for h in hashes]
@@ -167,6 +185,7 @@ def modified_beam_graph(
         new_hashes = [
             pick_rows(h, c) for h, c in zip(hashes, child_hashes, strict=True)
         ]
+        new_context = pick_rows(context, child_context)
         new_decoder = flatten(pick_rows(unflatten(decoder), unflatten(child_decoder)))
         new_state = [
             flatten(pick_rows(unflatten(s), unflatten(c)))
@@ -187,6 +206,7 @@ def modified_beam_graph(
             t + 1,
             keep(kept_scores, scores),
             [keep(n, o) for n, o in zip(new_hashes, hashes, strict=True)],
+            keep(new_context, context),
             keep(new_count, count),
             keep(new_labels, labels),
             keep(new_at, at),
@@ -199,14 +219,16 @@ def modified_beam_graph(
     zeros = tf.zeros([batch, beam], tf.int32)
     no_hash = tf.zeros([batch, beam], tf.int64)
     init = (
-        tf.constant(0), first, [no_hash, no_hash], zeros,
+        tf.constant(0), first, [no_hash, no_hash], zeros, zeros,
         tf.fill([batch, beam, capacity], blank),
         tf.fill([batch, beam, capacity], -1), tf.zeros([batch, beam, capacity]),
         decoder, list(state), tf.zeros([batch], tf.int32),
     )  # fmt: skip
-    _, scores, _, count, labels, at, conf, _, _, evaluations = tf.while_loop(
+    _, scores, _, context, count, labels, at, conf, _, _, evaluations = tf.while_loop(
         lambda t, *_: t < tf.reduce_max(tf.concat([lengths, [0]], 0)), body, init
     )
+    if tables is not None:  # unfinished partial matches give their boost back
+        scores -= tf.gather(tables.depth, context)
     best = tf.argmax(scores, axis=1, output_type=tf.int32)[:, None]  # [B, 1]
     return GraphHypotheses(
         labels=_gather_rows(labels, best)[:, 0],
@@ -223,11 +245,13 @@ def transducer_beam_graph(
     inputs: tuple[TensorLike, TensorLike],
     beam: int = 4,
     confidence: str = "entropy",
+    hotwords: HotwordGraph | None = None,
 ) -> GraphHypotheses:
     """Modified beam search of a Keras RNN-T `Transducer` on (features, lengths).
 
     The encoder and the search in one graph (wrap it in `tf.function`, with
-    `jit_compile=True` for XLA).
+    `jit_compile=True` for XLA); `hotwords` (a `HotwordGraph`) boosts its
+    phrases.
     """
     if getattr(model.joiner, "durations", None) is not None:
         raise ValueError(
@@ -237,5 +261,6 @@ def transducer_beam_graph(
     encoded, lengths = model.encode(inputs, training=False)
     projected = model.joiner.project_encoder(encoded)
     return modified_beam_graph(
-        projected, lengths, keras_graph_steps(model), beam, confidence=confidence
-    )
+        projected, lengths, keras_graph_steps(model), beam, confidence=confidence,
+        hotwords=hotwords,
+    )  # fmt: skip

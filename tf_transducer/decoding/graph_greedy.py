@@ -27,6 +27,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
+from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.tdt import _check_search
 
 if TYPE_CHECKING:
@@ -118,22 +119,63 @@ def _check_options(durations, max_symbols_per_frame, blank, confidence):
     return tf.constant(_check_search(durations, max_symbols_per_frame), tf.int32)
 
 
-def label_looping_greedy(
+class GreedyGraphState(NamedTuple):
+    """Where a greedy graph search stands between chunks of frames.
+
+    decoder: [B, J] the prediction network's projected output;
+    predictor: its state (list of [B, ...]);
+    skip: int32 [B] frames of the next chunk that a TDT duration already
+      jumped over;
+    context: int32 [B] the hotword automaton's state (0 without hotwords).
+    """
+
+    decoder: tf.Tensor
+    predictor: GraphState
+    skip: tf.Tensor
+    context: tf.Tensor
+
+
+def greedy_graph_start(
+    steps: GraphSteps, batch: TensorLike, blank: int = 0
+) -> GreedyGraphState:
+    """The state of a greedy graph search before any frame (B utterances)."""
+    decoder, predictor = steps.predict(
+        tf.fill([batch], blank), steps.initial_state(batch)
+    )
+    zeros = tf.zeros([batch], tf.int32)
+    return GreedyGraphState(decoder, list(predictor), zeros, zeros)
+
+
+def _hotword_tables(hotwords):
+    if hotwords is None:
+        return None
+    if not isinstance(hotwords, HotwordGraph):
+        raise ValueError(
+            f"hotwords must be a HotwordGraph (decoding.hotword_graph), got "
+            f"{type(hotwords).__name__}"
+        )
+    return HotwordGraph(*(tf.constant(x) for x in hotwords))
+
+
+def label_looping_continue(
     encoder: TensorLike,
     lengths: TensorLike,
     steps: GraphSteps,
+    state: GreedyGraphState,
     durations: Sequence[int] | None = None,
     max_symbols_per_frame: int = 3,
     blank: int = 0,
     confidence: str = "entropy",
-) -> GraphHypotheses:
-    """Batched greedy search of a transducer, as one graph.
+    hotwords: HotwordGraph | None = None,
+) -> tuple[GraphHypotheses, GreedyGraphState]:
+    """Greedy search over more frames: a chunk of a stream, or a whole utterance.
 
     Args:
       encoder: float [B, T, J] projected encoder frames (the joint's input).
-      lengths: int [B] valid frames of each utterance.
+      lengths: int [B] valid frames of each utterance (of this chunk).
       steps: the model's `GraphSteps`; with `durations`, its joint gives
         (token logits, duration logits).
+      state: where the search stands (`greedy_graph_start` at first).
       durations: a TDT duration head's K frame counts [0, 1, ...], or None
         for an RNN-T.
       max_symbols_per_frame: RNN-T: labels emitted on one frame before the
@@ -141,13 +183,17 @@ def label_looping_greedy(
         (the next one moves a frame on), as `tdt_greedy_search`.
       blank: the blank class.
       confidence: the per-label confidence measure, "entropy" or "max_prob".
+      hotwords: a `HotwordGraph` whose boosts are added to the labels'
+        log-probabilities before each choice (and to the scores).
 
     Returns:
-      `GraphHypotheses`.
+      (`GraphHypotheses` of the labels found in these frames, frames counted
+      from this chunk's first; the state after them).
     """
     duration_values = _check_options(
         durations, max_symbols_per_frame, blank, confidence
     )
+    context_tables = _hotword_tables(hotwords)
     encoder = tf.convert_to_tensor(encoder)
     if encoder.shape.rank != 3:
         raise ValueError(f"encoder must be [B, T, J], got shape {encoder.shape}")
@@ -169,7 +215,7 @@ def label_looping_greedy(
         return (tf.nn.log_softmax(tf.cast(tokens, tf.float32)),
                 tf.nn.log_softmax(tf.cast(durs, tf.float32)))  # fmt: skip
 
-    def find_labels(t, run, decoder, scores, evaluations, active):
+    def find_labels(t, run, decoder, boost, scores, evaluations, active):
         """Runs the joint until every active utterance finds a label.
 
         Returns the moved frames t, run, scores and evaluations, the found
@@ -185,8 +231,9 @@ def label_looping_greedy(
 
         def body(t, run, scores, evaluations, need, label, sure, k):
             tokens, durs = joint_at(t, decoder)
-            best = tf.argmax(tokens, axis=-1, output_type=tf.int32)
-            gain = tf.gather(tokens, best, batch_dims=1)
+            boosted = tokens if boost is None else tokens + boost
+            best = tf.argmax(boosted, axis=-1, output_type=tf.int32)
+            gain = tf.gather(boosted, best, batch_dims=1)
             if tdt:
                 best_k = tf.argmax(durs, axis=-1, output_type=tf.int32)
                 gain += tf.gather(durs, best_k, batch_dims=1)
@@ -209,16 +256,17 @@ def label_looping_greedy(
         t, run, scores, evaluations, _, label, sure, k = tf.while_loop(cond, body, init)
         return t, run, scores, evaluations, label, sure, k, active & (t < lengths)
 
-    start_state = steps.initial_state(batch)
-    start_decoder, start_state = steps.predict(tf.fill([batch], blank), start_state)
-
-    def emit_cond(t, run, decoder, state, *rest):
+    def emit_cond(t, *rest):
         return tf.reduce_any(t < lengths)
 
-    def emit_body(t, run, decoder, state, count, labels, at, conf, scores, evaluations):
+    def emit_body(t, run, decoder, predictor, context, count, labels, at, conf, scores,
+                  evaluations):  # fmt: skip
         active = t < lengths
+        boost = (
+            None if context_tables is None else tf.gather(context_tables.delta, context)
+        )
         t, run, scores, evaluations, label, sure, k, emit = find_labels(
-            t, run, decoder, scores, evaluations, active
+            t, run, decoder, boost, scores, evaluations, active
         )
         slot = tf.stack([rows, tf.minimum(count, capacity - 1)], axis=1)
         keep = lambda buffer, value: tf.tensor_scatter_nd_update(  # noqa: E731
@@ -228,6 +276,9 @@ def label_looping_greedy(
         at = keep(at, t)
         conf = keep(conf, sure)
         count += tf.cast(emit, tf.int32)
+        if context_tables is not None:
+            moved = tf.gather_nd(context_tables.goto, tf.stack([context, label], 1))
+            context = tf.where(emit, moved, context)
         if tdt:
             step = tf.gather(duration_values, k)
             run = tf.where(emit & tf.equal(step, 0), run + 1, 0)
@@ -237,24 +288,60 @@ def label_looping_greedy(
             step = tf.where(run >= max_symbols_per_frame, 1, 0)
         run = tf.where(step > 0, 0, run)
         t = tf.where(emit, t + step, t)
-        new_decoder, new_state = steps.predict(tf.where(emit, label, blank), state)
+        new_decoder, new_predictor = steps.predict(
+            tf.where(emit, label, blank), predictor
+        )
         decoder = tf.where(emit[:, None], new_decoder, decoder)
-        state = [
+        predictor = [
             tf.where(tf.reshape(emit, [-1] + [1] * (s.shape.rank - 1)), n, s)
-            for n, s in zip(new_state, state, strict=True)
+            for n, s in zip(new_predictor, predictor, strict=True)
         ]
-        return t, run, decoder, state, count, labels, at, conf, scores, evaluations
+        return (t, run, decoder, predictor, context, count, labels, at, conf, scores,
+                evaluations)  # fmt: skip
 
     zeros = tf.zeros([batch], tf.int32)
     init = (
-        zeros, zeros, start_decoder, list(start_state), zeros,
+        tf.cast(state.skip, tf.int32), zeros, state.decoder, list(state.predictor),
+        tf.cast(state.context, tf.int32), zeros,
         tf.fill([batch, capacity], blank), tf.fill([batch, capacity], -1),
         tf.zeros([batch, capacity]), tf.zeros([batch]), zeros,
     )  # fmt: skip
-    _, _, _, _, count, labels, at, conf, scores, evaluations = tf.while_loop(
-        emit_cond, emit_body, init
+    t, _, decoder, predictor, context, count, labels, at, conf, scores, evaluations = (
+        tf.while_loop(emit_cond, emit_body, init)
     )
-    return GraphHypotheses(labels, count, at, conf, scores, evaluations)
+    after = GreedyGraphState(decoder, predictor, tf.maximum(t - frames, 0), context)
+    return GraphHypotheses(labels, count, at, conf, scores, evaluations), after
+
+
+def label_looping_greedy(
+    encoder: TensorLike,
+    lengths: TensorLike,
+    steps: GraphSteps,
+    durations: Sequence[int] | None = None,
+    max_symbols_per_frame: int = 3,
+    blank: int = 0,
+    confidence: str = "entropy",
+    hotwords: HotwordGraph | None = None,
+) -> GraphHypotheses:
+    """Batched greedy search of whole utterances, as one graph.
+
+    `label_looping_continue` from the start; with hotwords, the boost of
+    each utterance's unfinished partial match is taken back from its score.
+    The arguments are `label_looping_continue`'s.
+
+    Returns:
+      `GraphHypotheses`.
+    """
+    encoder = tf.convert_to_tensor(encoder)
+    start = greedy_graph_start(steps, tf.shape(encoder)[0], blank)
+    hyps, after = label_looping_continue(
+        encoder, lengths, steps, start, durations, max_symbols_per_frame, blank,
+        confidence, hotwords,
+    )  # fmt: skip
+    if hotwords is None:
+        return hyps
+    taken_back = tf.gather(tf.constant(hotwords.depth), after.context)
+    return hyps._replace(scores=hyps.scores - taken_back)
 
 
 def transducer_greedy_graph(
@@ -262,13 +349,14 @@ def transducer_greedy_graph(
     inputs: tuple[TensorLike, TensorLike],
     max_symbols_per_frame: int = 3,
     confidence: str = "entropy",
+    hotwords: HotwordGraph | None = None,
 ) -> GraphHypotheses:
     """Greedy search of a Keras `Transducer` on (features, lengths), as one graph.
 
     The encoder and the search together: wrap it in `tf.function` (with
     `jit_compile=True` for XLA) to compile both. A Token-and-Duration
     Transducer (a joiner with durations) skips the frames its durations
-    jump over.
+    jump over. `hotwords` (a `HotwordGraph`) boosts its phrases.
     """
     encoded, lengths = model.encode(inputs, training=False)
     projected = model.joiner.project_encoder(encoded)
@@ -276,4 +364,5 @@ def transducer_greedy_graph(
         projected, lengths, keras_graph_steps(model),
         durations=getattr(model.joiner, "durations", None),
         max_symbols_per_frame=max_symbols_per_frame, confidence=confidence,
+        hotwords=hotwords,
     )  # fmt: skip

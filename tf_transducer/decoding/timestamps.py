@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 AGGREGATES = ("min", "mean", "prod")
 
@@ -54,9 +55,9 @@ def _aggregate(values: list[float], how: str) -> float:
 
 
 def timed_words(
-    labels: Sequence[int],
-    frames: Sequence[int],
-    confidence: Sequence[float],
+    labels: ArrayLike,
+    frames: ArrayLike,
+    confidence: ArrayLike,
     text_encoder: Any,
     seconds_per_frame: float,
     aggregate: str = "min",
@@ -76,7 +77,8 @@ def timed_words(
     """
     if aggregate not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
-    labels = [int(x) for x in labels]
+    labels = [int(x) for x in np.ravel(labels)]
+    frames, confidence = np.ravel(frames), np.ravel(confidence)
     if not len(labels) == len(frames) == len(confidence):
         raise ValueError(
             f"labels, frames and confidence must be as long as each other, got "
