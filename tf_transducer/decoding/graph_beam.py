@@ -30,6 +30,7 @@ from tf_transducer.decoding.graph_greedy import _check_options
 from tf_transducer.decoding.graph_greedy import _hotword_tables
 from tf_transducer.decoding.graph_greedy import _token_confidence
 from tf_transducer.decoding.graph_greedy import keras_graph_steps
+from tf_transducer.decoding.graph_greedy import while_fixed
 from tf_transducer.decoding.hotwords import HotwordGraph
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ def modified_beam_graph(
         tf.fill([batch, beam, capacity], -1), tf.zeros([batch, beam, capacity]),
         decoder, list(state), tf.zeros([batch], tf.int32),
     )  # fmt: skip
-    _, scores, _, context, count, labels, at, conf, _, _, evaluations = tf.while_loop(
+    _, scores, _, context, count, labels, at, conf, _, _, evaluations = while_fixed(
         lambda t, *_: t < tf.reduce_max(tf.concat([lengths, [0]], 0)), body, init
     )
     if tables is not None:  # unfinished partial matches give their boost back

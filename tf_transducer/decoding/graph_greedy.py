@@ -93,6 +93,24 @@ def keras_graph_steps(model: "Transducer") -> GraphSteps:
     )
 
 
+def while_fixed(cond, body, init):
+    """`tf.while_loop` whose loop variables keep the shapes they enter with.
+
+    Ops in the body may lose a known batch size; TFLite needs it kept.
+    """
+
+    def fixed(*values):
+        out = body(*values)
+        if not tf.executing_eagerly():
+            for new, old in zip(
+                tf.nest.flatten(out), tf.nest.flatten(values), strict=True
+            ):
+                new.set_shape(old.shape)
+        return out
+
+    return tf.while_loop(cond, fixed, init)
+
+
 def _token_confidence(log_probs: tf.Tensor, measure: str) -> tf.Tensor:
     """[B] confidence of float32 [B, V] log-probabilities."""
     if measure == "max_prob":
@@ -200,7 +218,6 @@ def label_looping_continue(
     batch, frames = tf.shape(encoder)[0], tf.shape(encoder)[1]
     lengths = tf.minimum(tf.cast(tf.reshape(lengths, [-1]), tf.int32), frames)
     capacity = tf.maximum(frames, 1) * (max_symbols_per_frame + 1)
-    rows = tf.range(batch)
     tdt = duration_values is not None
 
     def joint_at(t, decoder):
@@ -253,7 +270,7 @@ def label_looping_continue(
             need = is_blank & (t < lengths)
             return t, run, scores, evaluations, need, label, sure, k
 
-        t, run, scores, evaluations, _, label, sure, k = tf.while_loop(cond, body, init)
+        t, run, scores, evaluations, _, label, sure, k = while_fixed(cond, body, init)
         return t, run, scores, evaluations, label, sure, k, active & (t < lengths)
 
     def emit_cond(t, *rest):
@@ -268,10 +285,10 @@ def label_looping_continue(
         t, run, scores, evaluations, label, sure, k, emit = find_labels(
             t, run, decoder, boost, scores, evaluations, active
         )
-        slot = tf.stack([rows, tf.minimum(count, capacity - 1)], axis=1)
-        keep = lambda buffer, value: tf.tensor_scatter_nd_update(  # noqa: E731
-            buffer, slot, tf.where(emit, value, tf.gather_nd(buffer, slot))
-        )
+        # Written by a mask, not a scatter: TFLite's built-in ops have none.
+        slot = tf.one_hot(count, capacity, on_value=True, off_value=False)
+        slot &= emit[:, None]
+        keep = lambda buffer, value: tf.where(slot, value[:, None], buffer)  # noqa: E731
         labels = keep(labels, label)
         at = keep(at, t)
         conf = keep(conf, sure)
@@ -307,7 +324,7 @@ def label_looping_continue(
         tf.zeros([batch, capacity]), tf.zeros([batch]), zeros,
     )  # fmt: skip
     t, _, decoder, predictor, context, count, labels, at, conf, scores, evaluations = (
-        tf.while_loop(emit_cond, emit_body, init)
+        while_fixed(emit_cond, emit_body, init)
     )
     after = GreedyGraphState(decoder, predictor, tf.maximum(t - frames, 0), context)
     return GraphHypotheses(labels, count, at, conf, scores, evaluations), after
