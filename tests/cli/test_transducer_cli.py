@@ -199,8 +199,31 @@ def test_a_token_and_duration_transducer_from_the_command_line(tmp_path):
     ok(run("export", checkpoint_dir=run_dir, export_dir=export_dir))
     meta = json.loads((export_dir / "export.json").read_text())
     assert meta["durations"] == [0, 1, 2]
-    clip = read_manifest(manifest("digits_dev"))[0].path
-    ok(run("transcribe", export_dir=export_dir, wav=clip))
+    clips = [u.path for u in read_manifest(manifest("digits_dev"))[:2]]
+    ok(run("transcribe", export_dir=export_dir, wav=clips[0]))
+    # Words with times and confidence, as JSON lines, from the four programs
+    # and from the one-program recognizer: the same.
+    one_dir, hot = tmp_path / "one", tmp_path / "hot.txt"
+    ok(run("export", checkpoint_dir=run_dir, export_dir=one_dir, single_program=True))
+    records = {}
+    for folder in (export_dir, one_dir):
+        out = tmp_path / f"{folder.name}.jsonl"
+        ok(run("transcribe", export_dir=folder, wav=",".join(clips), timestamps=True,
+               confidence=True, output=out))  # fmt: skip
+        records[folder.name] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert records["e"] == records["one"]
+    assert [r["file"] for r in records["e"]] == clips
+    for record in records["e"]:
+        assert [w["word"] for w in record["words"]] == record["text"].split()
+        for w in record["words"]:
+            assert 0 <= w["start"] < w["end"] and 0 <= w["confidence"] <= 1
+    hot.write_text("one two\nnine :x\n")
+    refused = run("transcribe", export_dir=export_dir, wav=clips[0], hotwords=hot)
+    assert refused.returncode == 1 and "hot.txt:2: the score" in refused.stderr
+    refused = run("transcribe", export_dir=one_dir, wav=clips[0], hotwords=hot)
+    assert refused.returncode == 1 and "compiled in" in refused.stderr
+    hot.write_text("one two\n")
+    ok(run("transcribe", export_dir=export_dir, wav=clips[0], hotwords=hot))
     refused = run(
         "train", **dict(flags, durations="1,2", checkpoint_dir=tmp_path / "x")
     )

@@ -16,13 +16,16 @@ from tests.decoding.test_tdt_decoding import TdtTableSteps
 from tests.decoding.test_transducer_decoding import TableSteps
 from tests.decoding.test_transducer_decoding import frames
 from tests.decoding.test_transducer_decoding import log_softmax
-from tf_transducer.decoding import greedy_search
-from tf_transducer.decoding import tdt_greedy_search
 from tf_transducer.decoding.graph_greedy import GraphSteps
 from tf_transducer.decoding.graph_greedy import greedy_graph_start
 from tf_transducer.decoding.graph_greedy import label_looping_continue
 from tf_transducer.decoding.graph_greedy import label_looping_greedy
 from tf_transducer.decoding.graph_greedy import transducer_greedy_graph
+from tf_transducer.decoding.hotwords import hotword_graph
+from tf_transducer.decoding.tdt import TdtGreedyState
+from tf_transducer.decoding.tdt import tdt_greedy_continue
+from tf_transducer.decoding.transducer import GreedyState
+from tf_transducer.decoding.transducer import greedy_continue
 
 V, N = 4, 6  # classes (0 = blank), label counts the tables tell apart
 DURATIONS = [0, 1, 2, 4]
@@ -61,14 +64,18 @@ def tables(batch, num_frames, seed, tdt):
     return tokens, durs.astype(np.float32)
 
 
-def reference(tokens, durs, lengths, max_symbols):
-    """(labels, scores, joint evaluations or None) of the numpy search."""
+def reference(tokens, durs, lengths, max_symbols, hotwords=None):
+    """The numpy search's state after the utterances: hyps, scores, frames,
+    confidence (and the TDT's joint evaluations)."""
     encoder = frames(*tokens.shape[:2])
     if durs is None:
-        hyps, scores = greedy_search(encoder, lengths, TableSteps(tokens), max_symbols)
-        return hyps, scores, None
+        search = GreedyState(TableSteps(tokens), len(tokens))
+        return greedy_continue(encoder, lengths, TableSteps(tokens), search,
+                               max_symbols, hotwords=hotwords)  # fmt: skip
     steps = TdtTableSteps(tokens, durs)
-    return tdt_greedy_search(encoder, lengths, steps, DURATIONS, max_symbols)
+    search = TdtGreedyState(steps, len(tokens))
+    return tdt_greedy_continue(encoder, lengths, steps, search, DURATIONS,
+                               max_symbols, hotwords=hotwords)  # fmt: skip
 
 
 def unpad(hyps):
@@ -76,15 +83,17 @@ def unpad(hyps):
     return [labels[b, :n].tolist() for b, n in enumerate(count)]
 
 
-def check_equal(hyps, tokens, durs, lengths, max_symbols):
-    want, scores, evaluations = reference(tokens, durs, lengths, max_symbols)
-    assert unpad(hyps) == want
-    np.testing.assert_allclose(hyps.scores, scores, rtol=1e-5, atol=1e-4)
-    if evaluations is not None:
-        np.testing.assert_array_equal(hyps.joint_evaluations, evaluations)
+def check_equal(hyps, tokens, durs, lengths, max_symbols, hotwords=None):
+    want = reference(tokens, durs, lengths, max_symbols, hotwords)
+    assert unpad(hyps) == want.hyps
+    np.testing.assert_allclose(hyps.scores, want.scores, rtol=1e-5, atol=1e-4)
+    if durs is not None:
+        np.testing.assert_array_equal(hyps.joint_evaluations, want.evaluations)
     count = np.asarray(hyps.label_length)
-    at = np.asarray(hyps.frames)
+    at, sure = np.asarray(hyps.frames), np.asarray(hyps.confidence)
     for b, n in enumerate(count):  # frames: in order, inside the utterance
+        assert at[b, :n].tolist() == want.frames[b]
+        np.testing.assert_allclose(sure[b, :n], want.confidence[b], atol=1e-5)
         assert np.all(np.diff(at[b, :n]) >= 0) and np.all(at[b, :n] < lengths[b])
         assert np.all(at[b, n:] == -1)
 
@@ -100,6 +109,24 @@ def test_equals_numpy_search_eagerly(tdt, max_symbols):
             frames(3, 9), lengths, steps, DURATIONS if tdt else None, max_symbols
         )
         check_equal(hyps, tokens, durs, lengths, max_symbols)
+
+
+@pytest.mark.parametrize("tdt", [False, True], ids=["rnnt", "tdt"])
+def test_hotwords_equal_numpy_search(tdt):
+    """Boosted choices, automaton states and scores as the numpy search's."""
+    rng = np.random.default_rng(2)
+    for seed in range(3):
+        tokens, durs = tables(3, 9, seed, tdt)
+        phrases = [list(rng.integers(1, V, size=rng.integers(1, 4))) for _ in range(3)]
+        graph = hotword_graph(phrases, V, scores=0.8)
+        lengths = np.array([9, 6, 2])
+        # (no take-back at the end here: the numpy state is compared as is)
+        hyps, _ = label_looping_continue(
+            frames(3, 9), lengths, table_steps(tokens, durs),
+            greedy_graph_start(table_steps(tokens, durs), 3),
+            DURATIONS if tdt else None, hotwords=graph,
+        )  # fmt: skip
+        check_equal(hyps, tokens, durs, lengths, 3, hotwords=graph)
 
 
 @pytest.mark.parametrize("tdt", [False, True], ids=["rnnt", "tdt"])

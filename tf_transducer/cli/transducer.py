@@ -6,7 +6,10 @@ r"""Transducers from the command line: train, evaluate, export, transcribe, mani
   $T evaluate --test_files c.csv --checkpoint_dir runs/t
   $T export --checkpoint_dir runs/t --export_dir runs/t/tflite \
      [--quantization dynamic | int8]
-  $T transcribe --export_dir runs/t/tflite --wav x.wav
+  $T export --checkpoint_dir runs/t --export_dir runs/t/one --single_program \
+     [--hotwords names.txt]
+  $T transcribe --export_dir runs/t/tflite --wav x.wav,y.flac \
+     [--timestamps] [--confidence] [--hotwords names.txt] [--output out.jsonl]
   $T manifest --corpus LibriSpeech/dev-clean --output dev.jsonl
 
 Flags and conventions follow the DeepSpeech command line (manifests,
@@ -65,10 +68,31 @@ define(
     "manifest: the corpus to list (a LibriSpeech folder, a Common Voice .tsv, "
     "the .txt transcripts of a folder of audio files).",
 )
-define("string", "output", "", "manifest: the JSON-lines manifest to write.")
+define(
+    "string",
+    "output",
+    "",
+    "manifest: the JSON-lines manifest to write; transcribe: the JSON lines "
+    "(one per file: text, words with start, end, confidence) to write.",
+)
 define("string", "checkpoint_dir", "", "Model, text encoder, backups, history.")
 define("string", "export_dir", "", "Streaming TFLite programs.")
-define("string", "wav", "", "transcribe: the audio file (any rate: resampled).")
+define(
+    "string",
+    "wav",
+    "",
+    "transcribe: the audio files, comma-separated (any rate: resampled).",
+)
+define("bool", "timestamps", False, "transcribe: words with start and end times.")
+define("bool", "confidence", False, "transcribe: words with their confidence.")
+define(
+    "string",
+    "hotwords",
+    "",
+    "Phrases to boost, one per line (optionally ' :SCORE'): transcribe with a "
+    "four-program export; export --single_program compiles them in.",
+)
+define("float", "hotword_score", 1.5, "The hotwords' boost per label.")
 flag_group("training")
 define_distribution()
 define(
@@ -156,6 +180,13 @@ define(
     ["float", "dynamic", "int8"],
     "export: float programs, int8 weights (dynamic) or full integer (int8, "
     "calibrated on training audio); transcribe uses what the export holds.",
+)
+define(
+    "bool",
+    "single_program",
+    False,
+    "export: one TFLite program with the greedy search inside "
+    "(export_recognizer), instead of four programs and a search in Python.",
 )
 define(
     "integer",
@@ -360,14 +391,28 @@ def main(argv):
                 features.sample_rate,
                 FLAGS.calibration_utterances,
             )
-        sizes = export_transducer(
-            model,
-            FLAGS.export_dir,
-            encoder,
-            features,
-            quantization=FLAGS.quantization,
-            calibration_audio=calibration,
-        )
+        if FLAGS.single_program:
+            from tf_transducer.export import export_recognizer
+
+            if FLAGS.quantization == "int8":
+                raise CliError(
+                    "--quantization int8 is not offered with --single_program "
+                    "(use dynamic)"
+                )
+            sizes = export_recognizer(
+                model, FLAGS.export_dir, encoder, features,
+                quantization=FLAGS.quantization,
+                hotwords=hotwords_flag(encoder, model.vocab_size),
+            )  # fmt: skip
+        else:
+            sizes = export_transducer(
+                model,
+                FLAGS.export_dir,
+                encoder,
+                features,
+                quantization=FLAGS.quantization,
+                calibration_audio=calibration,
+            )
         for name, size in sizes.items():
             print(
                 f"exported {os.path.join(FLAGS.export_dir, name)} ({size / 1e6:.2f} MB)"
@@ -375,17 +420,88 @@ def main(argv):
     elif command == "manifest":
         write_corpus_manifest(FLAGS.corpus, FLAGS.output)
     else:
-        from tf_transducer.export import TransducerStream
+        transcribe()
 
-        if not FLAGS.wav:
-            raise CliError("--wav is needed to transcribe")
-        stream = TransducerStream(FLAGS.export_dir)
-        check_flag_against(
-            "audio_sample_rate",
-            stream.sample_rate,
-            os.path.join(FLAGS.export_dir, "export.json"),
+
+def hotwords_flag(text_encoder, vocab_size):
+    """The --hotwords file as a HotwordGraph, or None."""
+    from tf_transducer.decoding import hotword_graph
+    from tf_transducer.decoding import read_hotwords
+
+    if not FLAGS.hotwords:
+        return None
+    if not os.path.isfile(FLAGS.hotwords):
+        raise CliError(f"--hotwords {FLAGS.hotwords}: no such file")
+    try:
+        phrases, scores = read_hotwords(
+            FLAGS.hotwords, text_encoder, FLAGS.hotword_score
         )
-        print(stream.transcribe(read_audio_flag(FLAGS.wav, stream.sample_rate, "wav")))
+        return hotword_graph(phrases, vocab_size, scores)
+    except ValueError as error:
+        raise CliError(f"--hotwords: {error}") from None
+
+
+def transcribe():
+    """Transcribes the --wav files with an export.
+
+    The transcripts are printed, or written as JSON lines with the words
+    when --timestamps, --confidence or --output ask for them.
+    """
+    import json
+
+    from tf_transducer.decoding import timed_words
+    from tf_transducer.export import RecognizerStream
+    from tf_transducer.export import TransducerStream
+    from tf_transducer.export.recognizer import MODEL as RECOGNIZER
+
+    paths = [p for p in FLAGS.wav.split(",") if p]
+    if not paths:
+        raise CliError("--wav is needed to transcribe")
+    meta_path = os.path.join(FLAGS.export_dir, "export.json")
+    try:
+        with open(meta_path) as f:
+            kind = json.load(f).get("model")
+    except (OSError, ValueError) as error:
+        raise CliError(f"--export_dir: cannot read {meta_path}: {error}") from None
+    if kind == RECOGNIZER:
+        if FLAGS.hotwords:
+            raise CliError(
+                "--hotwords: a --single_program export has its hotwords compiled in "
+                "(pass --hotwords to export)"
+            )
+        stream = RecognizerStream(FLAGS.export_dir)
+    else:
+        stream = TransducerStream(FLAGS.export_dir)
+        stream.hotwords = hotwords_flag(stream.text_encoder, stream.meta["vocab_size"])
+    check_flag_against("audio_sample_rate", stream.sample_rate, meta_path)
+    meta = stream.meta
+    seconds = meta["stack"] * meta["frame_step"] / meta["sample_rate"]
+    lines = []
+    for path in paths:
+        text = stream.transcribe(read_audio_flag(path, stream.sample_rate, "wav"))
+        if not (FLAGS.timestamps or FLAGS.confidence or FLAGS.output):
+            print(text)
+            continue
+        record = {"file": path, "text": text, "words": []}
+        for word in timed_words(stream.labels, stream.frames, stream.confidence,
+                                stream.text_encoder, seconds):  # fmt: skip
+            entry = {"word": word.word}
+            if FLAGS.timestamps:
+                entry.update(start=round(word.start, 3), end=round(word.end, 3))
+            if FLAGS.confidence:
+                entry["confidence"] = round(word.confidence, 3)
+            record["words"].append(entry)
+        lines.append(json.dumps(record))
+    if not lines:
+        return
+    if not FLAGS.output:
+        print("\n".join(lines))
+        return
+    partial = FLAGS.output + ".partial"  # all or nothing
+    with open(partial, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(partial, FLAGS.output)
+    print(f"wrote {len(lines)} transcripts to {FLAGS.output}")
 
 
 def run():

@@ -21,3 +21,11 @@ def log_add(a: float, b: float) -> float:
     if b == -math.inf:
         return a
     return max(a, b) + math.log1p(math.exp(-abs(a - b)))
+
+
+def entropy_confidence(log_probs: ArrayLike) -> np.ndarray:
+    """1 - H(p) / log V of rows of log-probabilities [..., V], in [0, 1]."""
+    log_probs = np.asarray(log_probs, np.float64)
+    probs = np.exp(log_probs)
+    entropy = -np.sum(np.where(probs > 0, probs * log_probs, 0.0), axis=-1)
+    return np.clip(1.0 - entropy / math.log(log_probs.shape[-1]), 0.0, 1.0)

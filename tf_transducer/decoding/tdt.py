@@ -21,8 +21,10 @@ from tf_transducer.decoding._hypotheses import finish
 from tf_transducer.decoding._hypotheses import grow
 from tf_transducer.decoding._hypotheses import rank
 from tf_transducer.decoding._hypotheses import start_hyp
+from tf_transducer.decoding._numeric import entropy_confidence
 from tf_transducer.decoding._numeric import log_add
 from tf_transducer.decoding._numeric import log_softmax
+from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.lm import WordScorer
 
 
@@ -55,7 +57,8 @@ class TdtGreedyState:
     hyps, scores and the decoder as `GreedyState`'s; `skip` [B]: frames of
     the next chunk that a duration already jumped over; `run` [B]: labels of
     duration 0 emitted on the current frame; `evaluations` [B]: joint
-    evaluations so far.
+    evaluations so far; `frames`, `confidence`, `offset` and `context` as
+    `GreedyState`'s.
     """
 
     def __init__(self, steps: TdtSteps, batch: int) -> None:
@@ -67,11 +70,16 @@ class TdtGreedyState:
         self.skip = np.zeros(batch, np.int64)
         self.run = np.zeros(batch, np.int64)
         self.evaluations = np.zeros(batch, np.int64)
+        self.frames: list[list[int]] = [[] for _ in range(batch)]
+        self.confidence: list[list[float]] = [[] for _ in range(batch)]
+        self.offset = 0
+        self.context = np.zeros(batch, np.int64)
 
 
 def tdt_greedy_continue(
     encoder: TensorLike, lengths: TensorLike, steps: TdtSteps, search: TdtGreedyState,
     durations: Sequence[int], max_symbols_per_frame: int = 3, blank: int = 0,
+    hotwords: HotwordGraph | None = None,
 ) -> TdtGreedyState:  # fmt: skip
     """Runs TDT greedy search over more frames, updating `search` in place.
 
@@ -87,6 +95,8 @@ def tdt_greedy_continue(
       durations: the duration head's K frame counts.
       max_symbols_per_frame: labels of duration 0 in a row on one frame.
       blank: the blank class.
+      hotwords: a `HotwordGraph` whose boosts are added to the labels'
+        log-probabilities before each choice (and to the scores).
 
     Returns:
       search.
@@ -101,20 +111,30 @@ def tdt_greedy_continue(
             break
         tokens, durs = steps.joint_heads(encoder[rows, t[rows]], search.decoder[rows])
         tokens, durs = log_softmax(tokens), log_softmax(durs)
-        best, k = tokens.argmax(axis=-1), durs.argmax(axis=-1)
+        boosted = tokens
+        if hotwords is not None:
+            boosted = tokens + hotwords.delta[search.context[rows]]
+        best, k = boosted.argmax(axis=-1), durs.argmax(axis=-1)
         picked = np.arange(rows.size)
-        search.scores[rows] += tokens[picked, best] + durs[picked, k]
+        search.scores[rows] += boosted[picked, best] + durs[picked, k]
         search.evaluations[rows] += 1
         emit = best != blank
         step = np.where(emit, durations[k], np.maximum(durations[k], 1))
         run[rows] = np.where(emit & (step == 0), run[rows] + 1, 0)
         step = np.where(run[rows] > max_symbols_per_frame, 1, step)
         run[rows] = np.where(step > 0, 0, run[rows])
+        at = t.copy()  # the frames the labels are emitted on
         t[rows] += step
+        sure = entropy_confidence(tokens)
         emitted = rows[emit]
         if emitted.size:
-            for b, y in zip(emitted, best[emit], strict=True):
+            for b, y, c in zip(emitted, best[emit], sure[emit], strict=True):
                 search.hyps[b].append(int(y))
+                search.frames[b].append(search.offset + int(at[b]))
+                search.confidence[b].append(float(c))
+            if hotwords is not None:
+                moved = hotwords.goto[search.context[emitted], best[emit]]
+                search.context[emitted] = moved
             new_decoder, new_state = steps.predict(
                 best[emit].astype(np.int32), [s[emitted] for s in search.state]
             )
@@ -122,6 +142,7 @@ def tdt_greedy_continue(
             for s, new in zip(search.state, new_state, strict=True):
                 s[emitted] = new
     search.skip = np.maximum(t - encoder.shape[1], 0)
+    search.offset += encoder.shape[1]
     return search
 
 

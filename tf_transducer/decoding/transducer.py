@@ -25,8 +25,10 @@ from tf_transducer.decoding._hypotheses import grow
 from tf_transducer.decoding._hypotheses import rank
 from tf_transducer.decoding._hypotheses import select_rows
 from tf_transducer.decoding._hypotheses import start_hyp
+from tf_transducer.decoding._numeric import entropy_confidence
 from tf_transducer.decoding._numeric import log_add
 from tf_transducer.decoding._numeric import log_softmax
+from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.keras_steps import KerasSteps
 from tf_transducer.decoding.keras_steps import encode_projected
 from tf_transducer.decoding.lm import WordScorer
@@ -48,17 +50,27 @@ class TransducerSteps(Protocol):
 
 
 class GreedyState:
-    """Where a batched greedy search stands: hypotheses, scores, decoder state."""
+    """Where a batched greedy search stands: hypotheses, scores, decoder state.
+
+    Per utterance also each label's encoder frame (`frames`, counted from the
+    first frame of the first chunk) and entropy confidence (`confidence`);
+    `offset`: frames decoded so far; `context`: the hotword automaton's state.
+    """
 
     def __init__(self, steps: TransducerSteps, batch: int) -> None:
         self.decoder, self.state = steps.start(batch)
         self.hyps: list[list[int]] = [[] for _ in range(batch)]
         self.scores = np.zeros(batch)
+        self.frames: list[list[int]] = [[] for _ in range(batch)]
+        self.confidence: list[list[float]] = [[] for _ in range(batch)]
+        self.offset = 0
+        self.context = np.zeros(batch, np.int64)
 
 
 def greedy_continue(
     encoder: TensorLike, lengths: TensorLike, steps: TransducerSteps,
     search: GreedyState, max_symbols_per_frame: int = 3, blank: int = 0,
+    hotwords: HotwordGraph | None = None,
 ) -> GreedyState:  # fmt: skip
     """Runs greedy search over more frames, updating `search` in place.
 
@@ -71,6 +83,8 @@ def greedy_continue(
       search: where the search stands, updated.
       max_symbols_per_frame: emitted symbols per frame before moving on.
       blank: the blank class.
+      hotwords: a `HotwordGraph` whose boosts are added to the labels'
+        log-probabilities before each choice (and to the scores).
 
     Returns:
       search.
@@ -82,17 +96,27 @@ def greedy_continue(
         active = t < lengths
         for _ in range(max_symbols_per_frame):
             log_probs = log_softmax(steps.joint(encoder[:, t], search.decoder))
-            best = log_probs.argmax(axis=-1)
+            boosted = log_probs
+            if hotwords is not None:
+                boosted = log_probs + hotwords.delta[search.context]
+            best = boosted.argmax(axis=-1)
             emit = active & (best != blank)
-            search.scores += np.where(active, log_probs[np.arange(batch), best], 0.0)
+            search.scores += np.where(active, boosted[np.arange(batch), best], 0.0)
             if not emit.any():
                 break
+            sure = entropy_confidence(log_probs)
             for b in np.flatnonzero(emit):
                 search.hyps[b].append(int(best[b]))
+                search.frames[b].append(search.offset + t)
+                search.confidence[b].append(float(sure[b]))
+            if hotwords is not None:
+                moved = hotwords.goto[search.context, best]
+                search.context = np.where(emit, moved, search.context)
             decoder, state = steps.predict(np.where(emit, best, blank), search.state)
             search.decoder = np.where(emit[:, None], decoder, search.decoder)
             search.state = select_rows(emit, state, search.state)
             active = emit  # only those that emitted look at the frame again
+    search.offset += encoder.shape[1]
     return search
 
 

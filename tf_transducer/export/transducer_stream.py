@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.tdt import TdtGreedyState
 from tf_transducer.decoding.tdt import tdt_greedy_continue
 from tf_transducer.decoding.transducer import GreedyState
@@ -103,6 +104,8 @@ class TransducerStream:
       export_dir: a folder written by `export_transducer`.
       quantization, num_threads: as `open_export`'s (None: the export's mode).
       max_symbols_per_frame: of the greedy search.
+      hotwords: a `HotwordGraph` (`tf_transducer.decoding.hotword_graph`)
+        whose phrases the search boosts.
 
     Audio is mono float32 in [-1, 1] (int16 is scaled by 1 / 32768) at the
     export's `sample_rate`.
@@ -114,6 +117,7 @@ class TransducerStream:
         quantization: str | None = None,
         num_threads: int = 1,
         max_symbols_per_frame: int = 3,
+        hotwords: HotwordGraph | None = None,
     ) -> None:
         from tf_transducer.data.text import load_text_encoder_json
 
@@ -126,6 +130,17 @@ class TransducerStream:
         )
         self._steps = _TfliteSteps(self.programs, self.meta)
         self.max_symbols_per_frame = max_symbols_per_frame
+        if hotwords is not None and not isinstance(hotwords, HotwordGraph):
+            raise ValueError(
+                f"hotwords must be a HotwordGraph (decoding.hotword_graph), got "
+                f"{type(hotwords).__name__}"
+            )
+        if hotwords is not None and hotwords.goto.shape[1] != self.meta["vocab_size"]:
+            raise ValueError(
+                f"hotwords are made for {hotwords.goto.shape[1]} classes, the export "
+                f"has {self.meta['vocab_size']}"
+            )
+        self.hotwords = hotwords
         self.reset()
 
     @property
@@ -160,6 +175,16 @@ class TransducerStream:
     @property
     def labels(self) -> list[int]:
         return list(self._search.hyps[0])
+
+    @property
+    def frames(self) -> list[int]:
+        """The encoder frame of each label, from the utterance's start."""
+        return list(self._search.frames[0])
+
+    @property
+    def confidence(self) -> list[float]:
+        """Each label's entropy confidence in [0, 1]."""
+        return list(self._search.confidence[0])
 
     def feed(self, audio: ArrayLike) -> None:
         """Adds audio samples [N]; decodes every encoder chunk they complete."""
@@ -197,7 +222,8 @@ class TransducerStream:
         if isinstance(self._search, TdtGreedyState):
             durations = self.meta["durations"]
             tdt_greedy_continue(out["encoder"], [frames], self._steps, self._search,
-                                durations, self.max_symbols_per_frame)  # fmt: skip
+                                durations, self.max_symbols_per_frame,
+                                hotwords=self.hotwords)  # fmt: skip
             return
         greedy_continue(
             out["encoder"],
@@ -205,6 +231,7 @@ class TransducerStream:
             self._steps,
             self._search,
             self.max_symbols_per_frame,
+            hotwords=self.hotwords,
         )
 
     def transcribe(
