@@ -24,7 +24,7 @@ Each run trains in its own process (2 threads), and is evaluated in another
 over the seeds of each loss.
 
 Usage: python -m benchmarks.bench_tdt_demo [--epochs 72] [--seeds 0,1,2]
-  [--work_dir runs/tdt_vs_rnnt]
+  [--work_dir runs/tdt_vs_rnnt] [--notrain]
 """
 
 import json
@@ -42,6 +42,9 @@ from benchmarks import _harness
 EPOCHS = flags.DEFINE_integer("epochs", 72, "Training epochs of every run.")
 SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of each loss's runs.")
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/tdt_vs_rnnt", "The runs' folders.")
+TRAIN = flags.DEFINE_bool(
+    "train", True, "Train the runs (--notrain: evaluate the runs in --work_dir again)."
+)
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'train|eval,loss,seed'.")
 
 DURATIONS = [0, 1, 2, 3, 4]
@@ -203,7 +206,7 @@ def main(argv):
     runs = {}
     for loss in LOSSES:
         for seed in SEEDS.value:
-            trained = child("train", loss, seed)
+            trained = child("train", loss, seed) if TRAIN.value else {}
             runs[loss, seed] = dict(child("eval", loss, seed), **trained)
             print(f"{loss} seed {seed}: {json.dumps(runs[loss, seed])}", flush=True)
     print(f"\n{EPOCHS.value} epochs; seeds {', '.join(SEEDS.value)}; 1 thread.\n")

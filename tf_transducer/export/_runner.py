@@ -174,3 +174,40 @@ def open_export(
         for program, names in inputs.items()
     }
     return meta, mode, programs
+
+
+class AudioStream:
+    """What the audio streams share: `transcribe` = reset, feed in chunks, finish.
+
+    Subclasses give `sample_rate`, `reset()`, `feed(audio)` and
+    `finish() -> str`.
+    """
+
+    @property
+    def sample_rate(self) -> int:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        raise NotImplementedError
+
+    def feed(self, audio: ArrayLike) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> str:
+        raise NotImplementedError
+
+    def transcribe(
+        self,
+        audio: ArrayLike,
+        chunk_samples: int = 1600,
+        sample_rate: int | None = None,
+    ) -> str:
+        """The transcript of a whole signal [N] fed in chunks of chunk_samples.
+
+        sample_rate, when given, must be the export's (an error otherwise).
+        """
+        audio = check_audio(audio, sample_rate, self.sample_rate, allow_empty=False)
+        self.reset()
+        for start in range(0, len(audio), chunk_samples):
+            self.feed(audio[start : start + chunk_samples])
+        return self.finish()

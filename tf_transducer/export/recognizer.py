@@ -42,6 +42,7 @@ from tf_transducer.decoding.graph_greedy import label_looping_continue
 from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.export._convert import check_quantization
 from tf_transducer.export._folders import write_export
+from tf_transducer.export._runner import AudioStream
 from tf_transducer.export._runner import check_audio
 from tf_transducer.export._runner import open_export
 from tf_transducer.layers.streaming import check_chunk_frames
@@ -204,7 +205,7 @@ def export_recognizer(
     )
 
 
-class RecognizerStream:
+class RecognizerStream(AudioStream):
     """Streaming recognition with `recognizer.tflite` (LiteRT), one program.
 
     The API of `TransducerStream`: `feed` audio in any pieces, `finish` for
@@ -330,16 +331,3 @@ class RecognizerStream:
             self._run(window, valid)
         self._audio = self._audio[:0]
         return self.text_encoder.decode(self.labels)
-
-    def transcribe(
-        self,
-        audio: ArrayLike,
-        chunk_samples: int = 1600,
-        sample_rate: int | None = None,
-    ) -> str:
-        """The transcript of a whole signal [N] fed in chunks."""
-        audio = check_audio(audio, sample_rate, self.sample_rate, allow_empty=False)
-        self.reset()
-        for start in range(0, len(audio), chunk_samples):
-            self.feed(audio[start : start + chunk_samples])
-        return self.finish()

@@ -23,6 +23,7 @@ from tf_transducer.decoding.tdt import tdt_greedy_continue
 from tf_transducer.decoding.transducer import GreedyState
 from tf_transducer.decoding.transducer import State
 from tf_transducer.decoding.transducer import greedy_continue
+from tf_transducer.export._runner import AudioStream
 from tf_transducer.export._runner import Program
 from tf_transducer.export._runner import check_audio
 from tf_transducer.export._runner import open_export
@@ -97,7 +98,7 @@ class _TfliteSteps:
         return out["logits"], out["durations"]
 
 
-class TransducerStream:
+class TransducerStream(AudioStream):
     """Streaming greedy recognition with an exported Transducer (LiteRT).
 
     Args:
@@ -233,22 +234,6 @@ class TransducerStream:
             self.max_symbols_per_frame,
             hotwords=self.hotwords,
         )
-
-    def transcribe(
-        self,
-        audio: ArrayLike,
-        chunk_samples: int = 1600,
-        sample_rate: int | None = None,
-    ) -> str:
-        """The transcript of a whole signal [N] fed in chunks.
-
-        sample_rate, when given, must be the export's (an error otherwise).
-        """
-        audio = check_audio(audio, sample_rate, self.sample_rate, allow_empty=False)
-        self.reset()
-        for start in range(0, len(audio), chunk_samples):
-            self.feed(audio[start : start + chunk_samples])
-        return self.finish()
 
 
 def _state_dtypes(meta: Mapping[str, Any]) -> list[str]:
