@@ -21,10 +21,20 @@ traced and under XLA, for the whole batch.
 Each graph search is checked against the numpy one (same labels) before it
 is timed. 2 threads; the median of --rounds timings.
 
+Then, on one core: the real-time factor of the "lstm-1m" preset (random
+weights, blank bias raised as above, 8 kHz, 40 log-mels) exported as four
+programs run by `TransducerStream` (the search in Python) and as the
+one-program recognizer run by `RecognizerStream` (the search inside), over
+the digits test voices fed 100 ms at a time; their transcripts are checked
+to be equal.
+
 Usage: python -m benchmarks.bench_graph_decoding [--rounds 5] [--batch 32]
 """
 
+import json
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -36,6 +46,7 @@ from benchmarks import _harness
 ROUNDS = flags.DEFINE_integer("rounds", 5, "Timings per search.", lower_bound=1)
 BATCH = flags.DEFINE_integer("batch", 32, "Utterances per batch.", lower_bound=1)
 SECONDS = flags.DEFINE_float("seconds", 10.0, "Seconds per utterance.")
+WORKER = flags.DEFINE_string("worker", None, "Internal: 'rtf' (the one-core part).")
 CLASSES, MELS, DURATIONS = 256, 80, [0, 1, 2, 3, 4]
 
 
@@ -49,7 +60,7 @@ def blank_bias_for_rate(model, projected, lengths, steps, rate=0.25):
     base = bias.numpy()
 
     def emitted(shift):
-        bias.assign(base + np.eye(CLASSES, dtype=np.float32)[0] * shift)
+        bias.assign(base + np.eye(len(base), dtype=np.float32)[0] * shift)
         sample, n = projected[:4, :60], np.minimum(lengths[:4], 60)
         if getattr(model.joiner, "durations", None) is not None:
             hyps = tdt_greedy_search(sample, n, steps, DURATIONS)[0]
@@ -157,8 +168,52 @@ def beam_searches(projected, lengths, steps, graph_steps, signature, times, tf):
         times[name] = timed(lambda w=way: w(projected, lengths), ROUNDS.value)
 
 
+def recognizer_rtf():
+    """(RTF of TransducerStream, RTF of RecognizerStream, utterances), 1 thread."""
+    import tempfile
+
+    import tf_transducer as tt
+    from tf_transducer.data import read_manifest
+    from tf_transducer.data.corpora import manifest
+    from tf_transducer.decoding.keras_steps import KerasSteps
+    from tf_transducer.decoding.keras_steps import encode_projected
+    from tf_transducer.export import RecognizerStream
+    from tf_transducer.export import TransducerStream
+    from tf_transducer.export import export_recognizer
+    from tf_transducer.export import export_transducer
+    from tf_transducer.models import Transducer
+
+    alphabet = tt.CharacterAlphabet.english()
+    features = tt.LogMelSpectrogram(sample_rate=8000, n_mels=40)
+    model = Transducer.from_preset("lstm-1m", alphabet.vocab_size, feature_dim=40)
+    model.build()
+    audio = [tt.data.load_audio(u.path, 8000)
+             for u in read_manifest(manifest("digits_test"))]  # fmt: skip
+    mels, frames = features(audio[0][None])
+    projected, lengths = encode_projected(model, (mels, frames))
+    blank_bias_for_rate(model, projected, lengths, KerasSteps(model))
+    seconds = sum(len(a) for a in audio) / 8000
+    with tempfile.TemporaryDirectory() as folder:
+        four, one = f"{folder}/four", f"{folder}/one"
+        export_transducer(model, four, alphabet, features)
+        export_recognizer(model, one, alphabet, features)
+        rtf, texts = [], []
+        for stream in (TransducerStream(four), RecognizerStream(one)):
+            stream.transcribe(audio[0])  # warm-up
+            began = time.perf_counter()
+            texts.append([stream.transcribe(a, chunk_samples=800) for a in audio])
+            rtf.append((time.perf_counter() - began) / seconds)
+    if texts[0] != texts[1]:
+        raise AssertionError("the one-program recognizer differs from TransducerStream")
+    return rtf[0], rtf[1], len(audio)
+
+
 def main(argv):
     del argv
+    if WORKER.value == "rtf":
+        _harness.tensorflow_with_threads(1)
+        print(json.dumps(recognizer_rtf()))
+        return
     tf = _harness.tensorflow_with_threads(2)
     print(f"batch {BATCH.value} x {SECONDS.value:g} s, conformer-10m (random "
           f"weights), {CLASSES} classes, 2 threads; seconds per batch "
@@ -172,6 +227,19 @@ def main(argv):
             print(f"| {'TDT' if tdt else 'RNN-T'} | {rate:.2f} | {name} | "
                   f"{seconds:.3f} | {base / seconds:.1f}x |",
                   flush=True)  # fmt: skip
+    command = [*_harness.self_command(__spec__), "--worker=rtf"]
+    child = subprocess.run(command, capture_output=True, text=True, cwd=_harness.ROOT)
+    if child.returncode != 0:
+        sys.stderr.write(child.stderr[-4000:])
+        raise RuntimeError("the real-time factor worker failed")
+    stream, recognizer, count = json.loads(child.stdout.strip().splitlines()[-1])
+    print(f"\nlstm-1m (random weights), {count} digits test utterances, 100 ms "
+          f"pieces, LiteRT 1 thread: real-time factor\n")  # fmt: skip
+    print("| runner | RTF | x TransducerStream |")
+    print("| --- | --- | --- |")
+    print(f"| TransducerStream (4 programs, search in Python) | {stream:.4f} | 1.00x |")
+    print(f"| RecognizerStream (1 program, search inside) | {recognizer:.4f} | "
+          f"{recognizer / stream:.2f}x |")  # fmt: skip
 
 
 if __name__ == "__main__":
