@@ -11,12 +11,17 @@ Debian packages (see README.md for the licences):
 - `pocketsphinx-testdata`: `dhd.2934z.raw`, a man reading "two nine three four
   zero" as one connected utterance (TIDIGITS style), 16 kHz, kept at 16 kHz.
 
+The joins make the word times of the Allison strings known: `real_words.json`
+gives each word's start and end in seconds (where its recording rises above,
+and last is above, 2% of its peak: `trim`'s rule), for testing timestamps.
+
 Seeded: with the same packages and libsndfile the script rewrites the
 committed files byte for byte (`--check` compares instead).
 
 Usage: python -m tf_transducer.data.corpora.make_real_digits [--out DIR] [--check]
 """
 
+import json
 import os
 
 import numpy as np
@@ -38,8 +43,19 @@ WORDS = "zero one two three four five six seven eight nine".split()
 STRINGS, SEED = 24, 2026
 
 
-def files():
-    """(file name, bytes, transcript) of every utterance."""
+def speech_span(audio, margin):
+    """(first, last + 1) loud samples of a recording within `trim`'s cut of it."""
+    loud = np.flatnonzero(np.abs(audio) > 0.02 * np.abs(audio).max())
+    start = max(loud[0] - int(margin * 8000), 0)
+    return loud[0] - start, loud[-1] + 1 - start
+
+
+def files(times):
+    """(file name, bytes, transcript) of every utterance.
+
+    Fills `times` with {file name: [{"word", "start", "end"}]} of the
+    joined strings.
+    """
     recordings = {}
     for name in WORDS[1:] + ["0", "oh"]:
         word = "zero" if name == "0" else name
@@ -53,7 +69,17 @@ def files():
         digits = rng.integers(0, 10, size=rng.integers(3, 7))
         words = [WORDS[d] for d in digits]
         words = ["oh" if w == "zero" and rng.random() < 0.5 else w for w in words]
-        parts = [trim(recordings[w], 8000, rng.uniform(0.03, 0.12)) for w in words]
+        margins = [rng.uniform(0.03, 0.12) for _ in words]
+        parts = [
+            trim(recordings[w], 8000, m) for w, m in zip(words, margins, strict=True)
+        ]
+        offset, spans = 0, []
+        for word, part, margin in zip(words, parts, margins, strict=True):
+            first, last = speech_span(recordings[word], margin)
+            spans.append({"word": word, "start": round((offset + first) / 8000, 4),
+                          "end": round((offset + last) / 8000, 4)})  # fmt: skip
+            offset += len(part)
+        times[f"asterisk_allison_{i:02d}.flac"] = spans
         yield (
             f"asterisk_allison_{i:02d}.flac",
             flac_bytes(np.concatenate(parts), 8000),
@@ -72,8 +98,19 @@ def main(argv):
                 f"{path} not found: apt-get install asterisk-core-sounds-en-wav "
                 "pocketsphinx-testdata"
             )
-    items = (("real.csv", *item) for item in files())
-    return write_corpus(OUT.value, items, CHECK.value)
+    times = {}
+    items = (("real.csv", *item) for item in files(times))
+    status = write_corpus(OUT.value, items, CHECK.value)
+    text = json.dumps(times, indent=1) + "\n"
+    path = os.path.join(OUT.value, "real_words.json")
+    if CHECK.value:
+        with open(path) as f:
+            same = f.read() == text
+        print("real_words.json " + ("is the same" if same else "differs"))
+        return status or int(not same)
+    with open(path, "w") as f:
+        f.write(text)
+    return status
 
 
 if __name__ == "__main__":
