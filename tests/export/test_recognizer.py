@@ -96,3 +96,27 @@ def test_bad_inputs_are_named(tmp_path, voices):
         stream.step(window, 9, state)
     found, state = stream.step(window, 8, state)  # well formed: it runs
     assert len(state) == len(stream.meta["state_shapes"])
+
+
+def test_hotwords_compiled_in_equal_the_stream_with_hotwords(tmp_path, voices):
+    from tf_transducer.decoding import hotword_graph
+
+    model = model_of(None)
+    four, one = str(tmp_path / "four"), str(tmp_path / "one")
+    export_transducer(model, four, ALPHABET, FEATURES, chunk_frames=8)
+    plain = TransducerStream(four).transcribe(voices[0])
+    # Boost the words the model nearly says: pieces of its own transcript.
+    phrases = [ALPHABET.encode(w) for w in plain.split()[:3] if w] or [[1, 2]]
+    graph = hotword_graph(phrases, ALPHABET.vocab_size, scores=3.0)
+    export_recognizer(model, one, ALPHABET, FEATURES, chunk_frames=8, hotwords=graph)
+    boosted = TransducerStream(four, hotwords=graph)
+    recognizer = RecognizerStream(one)
+    reference, changed = TransducerStream(four), False
+    for signal in voices:
+        text = boosted.transcribe(signal)
+        assert recognizer.transcribe(signal) == text
+        assert recognizer.labels == boosted.labels
+        changed |= text != reference.transcribe(signal)
+    assert changed, "the hotwords change nothing here: pick other phrases"
+    with pytest.raises(ValueError, match="hotwords are made for 5 classes"):
+        TransducerStream(four, hotwords=hotword_graph([[1]], 5))
