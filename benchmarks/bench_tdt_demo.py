@@ -14,8 +14,9 @@ recordings, with one thread:
     search; RNN-T: encoder frames + emitted symbols, the joiner's runs);
   * wall time per utterance, Keras (traced step functions): of the
     encoder, of greedy and of beam search alone (given the encoder's
-    output), and of the whole transcription (encoder, search, text) as
-    `evaluate` runs it;
+    output), of the label-looping greedy search as one traced graph
+    (`label_looping_greedy`, checked to give the same labels), and of the
+    whole transcription (encoder, search, text) as `evaluate` runs it;
   * the float TFLite export streamed chunk by chunk: WER, real-time factor
     and (TDT) the joiner program's runs per utterance.
 
@@ -48,6 +49,7 @@ TRAIN = flags.DEFINE_bool(
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'train|eval,loss,seed'.")
 
 DURATIONS = [0, 1, 2, 3, 4]
+NAN = float("nan")  # a column a run's results lack (measured by a later version)
 LOSSES = {"rnnt": "fused", "tdt": "fused_tdt"}
 SAMPLE_RATE, N_MELS, BEAM = 8000, 40, 4
 SETS = {"synthetic": "digits_test", "real": "digits_real"}
@@ -95,10 +97,26 @@ def train(loss, seed):
     return {"train_s": time.time() - start}
 
 
-def search_costs(model, batch, loss):
+def graph_greedy(model, loss):
+    """Label-looping greedy search as one traced graph (unknown batch, time)."""
+    import tensorflow as tf
+
+    from tf_transducer.decoding import keras_graph_steps
+    from tf_transducer.decoding import label_looping_greedy
+
+    steps, units = keras_graph_steps(model), model.joiner.units
+    durations = DURATIONS if loss == "tdt" else None
+    return tf.function(
+        lambda e, n: label_looping_greedy(e, n, steps, durations),
+        input_signature=[tf.TensorSpec([None, None, units]),
+                         tf.TensorSpec([None], tf.int32)],
+    )  # fmt: skip
+
+
+def search_costs(model, batch, loss, graph):
     """Per utterance of a batch of one: seconds to encode, seconds of greedy
-    and of beam search alone (the encoder's output given), and the joint
-    evaluations of greedy search."""
+    and of beam search alone (the encoder's output given), the joint
+    evaluations of greedy search, and seconds of the graph greedy search."""
     from tf_transducer.decoding import beam_search
     from tf_transducer.decoding import greedy_search
     from tf_transducer.decoding import tdt_beam_search
@@ -122,7 +140,15 @@ def search_costs(model, batch, loss):
         greedy = time.perf_counter()
         beam_search(projected[0, : lengths[0]], steps, BEAM)
     done = time.perf_counter()
-    return encoded - began, greedy - encoded, done - greedy, int(counts[0])
+    graph_hyps = graph(projected, lengths.astype("int32"))
+    graph_done = time.perf_counter()
+    if (
+        graph_hyps.labels[0, : int(graph_hyps.label_length[0])].numpy().tolist()
+        != hyps[0]
+    ):
+        raise AssertionError("the graph greedy search differs from the numpy one")
+    return (encoded - began, greedy - encoded, done - greedy, int(counts[0]),
+            graph_done - done)  # fmt: skip
 
 
 def evaluate(loss, seed):
@@ -151,11 +177,15 @@ def evaluate(loss, seed):
                                         **options)  # fmt: skip
             row[f"{label}_wer"] = wer
             row[f"{label}_ms"] = (time.perf_counter() - began) * 1e3 / count
-        costs = [search_costs(model, batch, loss)
+        graph = graph_greedy(model, loss)
+        first = next(iter(data.dataset(1, shuffle=False)))
+        search_costs(model, first, loss, graph)  # tracing
+        costs = [search_costs(model, batch, loss, graph)
                  for batch in data.dataset(1, shuffle=False)]  # fmt: skip
         for i, key in enumerate(("encode_ms", "greedy_search_ms", "beam_search_ms")):
             row[key] = sum(c[i] for c in costs) * 1e3 / count
         row["joint_evals"] = sum(c[3] for c in costs) / count
+        row["graph_greedy_ms"] = sum(c[4] for c in costs) * 1e3 / count
         if not os.path.isdir(export_dir):
             export_transducer(model, export_dir, text_encoder, features)
         streamed = recipe.evaluate_export(export_dir, data.paths, data.transcripts)
@@ -189,6 +219,7 @@ COLUMNS = (
     ("encode_ms", "encoder ms / utt", "{:.1f}"),
     ("greedy_search_ms", "greedy search ms / utt", "{:.1f}"),
     ("beam_search_ms", "beam search ms / utt", "{:.1f}"),
+    ("graph_greedy_ms", "graph greedy ms / utt", "{:.1f}"),
     ("greedy_ms", "greedy ms / utt, all", "{:.1f}"),
     ("beam_ms", "beam ms / utt, all", "{:.1f}"),
     ("tflite_wer", "TFLite WER", "{:.3f}"),
@@ -217,22 +248,26 @@ def main(argv):
         for loss in LOSSES:
             rows = [runs[loss, seed][name] for seed in SEEDS.value]
             for seed, row in zip(SEEDS.value, rows, strict=True):
-                cells = " | ".join(fmt.format(row[key]) for key, _, fmt in COLUMNS)
+                cells = " | ".join(
+                    fmt.format(row.get(key, NAN)) for key, _, fmt in COLUMNS
+                )
                 print(f"| {name} | {loss} seed {seed} | {cells} |")
             cells = " | ".join(
-                fmt.format(statistics.mean(r[key] for r in rows))
+                fmt.format(statistics.mean(r.get(key, NAN) for r in rows))
                 + " ("
-                + fmt.format(min(r[key] for r in rows))
+                + fmt.format(min(r.get(key, NAN) for r in rows))
                 + "-"
-                + fmt.format(max(r[key] for r in rows))
+                + fmt.format(max(r.get(key, NAN) for r in rows))
                 + ")"
                 for key, _, fmt in COLUMNS
             )
             print(f"| {name} | **{loss} mean (min-max)** | {cells} |")
     for name in SETS:
         ratio = {
-            key: statistics.mean(runs["tdt", s][name][key] for s in SEEDS.value)
-            / statistics.mean(runs["rnnt", s][name][key] for s in SEEDS.value)
+            key: statistics.mean(
+                runs["tdt", s][name].get(key, NAN) for s in SEEDS.value
+            )
+            / statistics.mean(runs["rnnt", s][name].get(key, NAN) for s in SEEDS.value)
             for key in (
                 "joint_evals",
                 "greedy_search_ms",
