@@ -25,7 +25,7 @@ Each run trains in its own process (2 threads), and is evaluated in another
 over the seeds of each loss.
 
 Usage: python -m benchmarks.bench_tdt_demo [--epochs 72] [--seeds 0,1,2]
-  [--work_dir runs/tdt_vs_rnnt] [--notrain]
+  [--work_dir runs/tdt_vs_rnnt] [--notrain] [--tdt_sigma 0.05 --tdt_omega 0.1]
 """
 
 import json
@@ -42,6 +42,12 @@ from benchmarks import _harness
 
 EPOCHS = flags.DEFINE_integer("epochs", 72, "Training epochs of every run.")
 SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of each loss's runs.")
+SIGMA = flags.DEFINE_float(
+    "tdt_sigma", 0.0, "The TDT runs' sigma (training.tdt_sigma)."
+)
+OMEGA = flags.DEFINE_float(
+    "tdt_omega", 0.0, "The TDT runs' omega (training.tdt_omega)."
+)
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/tdt_vs_rnnt", "The runs' folders.")
 TRAIN = flags.DEFINE_bool(
     "train", True, "Train the runs (--notrain: evaluate the runs in --work_dir again)."
@@ -77,7 +83,13 @@ def run_config(loss, seed):
         ),
         augment=AugmentConfig(spec_augment="none", wave_augment="default"),
         optimizer=OptimizerConfig(learning_rate=0.004),
-        training=TrainingConfig(epochs=EPOCHS.value, loss=LOSSES[loss], seed=seed),
+        training=TrainingConfig(
+            epochs=EPOCHS.value,
+            loss=LOSSES[loss],
+            seed=seed,
+            tdt_sigma=SIGMA.value,
+            tdt_omega=OMEGA.value,
+        ),  # fmt: skip
     )
 
 
@@ -204,7 +216,8 @@ def evaluate(loss, seed):
 
 def child(mode, loss, seed):
     command = [*_harness.self_command(__spec__), f"--worker={mode},{loss},{seed}",
-               f"--epochs={EPOCHS.value}", f"--work_dir={WORK_DIR.value}"]  # fmt: skip
+               f"--epochs={EPOCHS.value}", f"--work_dir={WORK_DIR.value}",
+               f"--tdt_sigma={SIGMA.value}", f"--tdt_omega={OMEGA.value}"]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, cwd=_harness.ROOT)
     if result.returncode != 0:
         sys.stderr.write(result.stderr[-4000:])
