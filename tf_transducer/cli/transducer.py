@@ -450,6 +450,7 @@ def transcribe():
     import json
 
     from tf_transducer.decoding import timed_words
+    from tf_transducer.decoding.timestamps import word_records
     from tf_transducer.export import RecognizerStream
     from tf_transducer.export import TransducerStream
     from tf_transducer.export.recognizer import MODEL as RECOGNIZER
@@ -482,16 +483,10 @@ def transcribe():
         if not (FLAGS.timestamps or FLAGS.confidence or FLAGS.output):
             print(text)
             continue
-        record = {"file": path, "text": text, "words": []}
-        for word in timed_words(stream.labels, stream.frames, stream.confidence,
-                                stream.text_encoder, seconds):  # fmt: skip
-            entry = {"word": word.word}
-            if FLAGS.timestamps:
-                entry.update(start=round(word.start, 3), end=round(word.end, 3))
-            if FLAGS.confidence:
-                entry["confidence"] = round(word.confidence, 3)
-            record["words"].append(entry)
-        lines.append(json.dumps(record))
+        words = timed_words(stream.labels, stream.frames, stream.confidence,
+                            stream.text_encoder, seconds)  # fmt: skip
+        records = word_records(words, FLAGS.timestamps, FLAGS.confidence)
+        lines.append(json.dumps({"file": path, "text": text, "words": records}))
     if not lines:
         return
     if not FLAGS.output:

@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
 from tf_transducer.decoding.hotwords import HotwordGraph
+from tf_transducer.decoding.hotwords import check_hotwords
 from tf_transducer.decoding.tdt import _check_search
 
 if TYPE_CHECKING:
@@ -167,11 +168,7 @@ def greedy_graph_start(
 def _hotword_tables(hotwords):
     if hotwords is None:
         return None
-    if not isinstance(hotwords, HotwordGraph):
-        raise ValueError(
-            f"hotwords must be a HotwordGraph (decoding.hotword_graph), got "
-            f"{type(hotwords).__name__}"
-        )
+    check_hotwords(hotwords)
     return HotwordGraph(*(tf.constant(x) for x in hotwords))
 
 

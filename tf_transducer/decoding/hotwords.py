@@ -119,6 +119,20 @@ def hotword_graph(
     return HotwordGraph(goto, delta.astype(np.float32), depth_array)
 
 
+def check_hotwords(hotwords: Any, vocab_size: int | None = None) -> None:
+    """A clear error unless hotwords is a `HotwordGraph` (of vocab_size classes)."""
+    if not isinstance(hotwords, HotwordGraph):
+        raise ValueError(
+            f"hotwords must be a HotwordGraph (decoding.hotword_graph), got "
+            f"{type(hotwords).__name__}"
+        )
+    if vocab_size is not None and hotwords.goto.shape[1] != vocab_size:
+        raise ValueError(
+            f"hotwords are made for {hotwords.goto.shape[1]} classes, the model "
+            f"has {vocab_size}"
+        )
+
+
 def read_hotwords(
     path: str, text_encoder: Any, score: float = 1.5
 ) -> tuple[list[list[int]], list[float]]:

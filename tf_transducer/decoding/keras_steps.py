@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tf_transducer._checks import TensorLike
 from tf_transducer.decoding._hypotheses import State
+from tf_transducer.decoding.graph_greedy import keras_graph_steps
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer
@@ -26,21 +27,17 @@ class _Traced:
     """A model's encoder (projected) and step functions as `tf.function`s."""
 
     def __init__(self, model: "Transducer") -> None:
-        joiner, predictor = model.joiner, model.predictor
+        joiner = model.joiner
 
         def encode(features, lengths):
             encoded, lengths = model.encode((features, lengths), training=False)
             return joiner.project_encoder(encoded), lengths
 
-        def predict(labels, state):
-            out, state = predictor.step(labels, state)
-            return joiner.project_decoder(out), state
-
         def trace(function):
             return tf.function(function, reduce_retracing=True, autograph=False)
 
         self.encode = trace(encode)
-        self.predict = trace(predict)
+        self.predict = trace(keras_graph_steps(model).predict)
         self.joint = trace(joiner.joint)
         self.joint_heads = trace(joiner.joint_heads)
 

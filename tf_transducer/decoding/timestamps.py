@@ -17,7 +17,6 @@ aggregates its labels' ("min", as NeMo's default, "mean" or "prod").
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +105,25 @@ def timed_words(
     ]
 
 
+def word_records(
+    words: Sequence[TimedWord], times: bool = True, confidence: bool = True
+) -> list[dict[str, Any]]:
+    """The words as JSON-ready dicts.
+
+    Each has "word", and "start" and "end" (with times) and "confidence"
+    (with confidence), rounded to 3 places.
+    """
+    records = []
+    for word in words:
+        record: dict[str, Any] = {"word": word.word}
+        if times:
+            record.update(start=round(word.start, 3), end=round(word.end, 3))
+        if confidence:
+            record["confidence"] = round(word.confidence, 3)
+        records.append(record)
+    return records
+
+
 def hypotheses_as_json(
     hyps: Any,
     text_encoder: Any,
@@ -130,12 +148,6 @@ def hypotheses_as_json(
                             seconds_per_frame, aggregate)  # fmt: skip
         record: dict[str, Any] = {} if names is None else {"file": names[b]}
         record["text"] = text_encoder.decode(labels[b, :n])
-        record["words"] = [
-            {
-                k: round(v, 3) if isinstance(v, float) else v
-                for k, v in asdict(w).items()
-            }
-            for w in words
-        ]
+        record["words"] = word_records(words)
         lines.append(json.dumps(record))
     return lines

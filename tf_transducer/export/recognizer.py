@@ -30,13 +30,13 @@ its transcripts.
 
 import os
 from typing import TYPE_CHECKING
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
 from tf_transducer.decoding.graph_greedy import GreedyGraphState
+from tf_transducer.decoding.graph_greedy import greedy_graph_start
 from tf_transducer.decoding.graph_greedy import keras_graph_steps
 from tf_transducer.decoding.graph_greedy import label_looping_continue
 from tf_transducer.decoding.hotwords import HotwordGraph
@@ -45,6 +45,7 @@ from tf_transducer.export._folders import write_export
 from tf_transducer.export._runner import AudioStream
 from tf_transducer.export._runner import check_audio
 from tf_transducer.export._runner import open_export
+from tf_transducer.export.transducer import _named_function
 from tf_transducer.layers.streaming import check_chunk_frames
 
 if TYPE_CHECKING:
@@ -102,13 +103,11 @@ def _recognizer_program(model, features, chunk_frames, max_symbols, hotwords):
         # Before the first window: the prediction network after the blank
         # (what greedy_graph_start gives), as a search starts.
         fresh = tf.equal(started[0], 0)
-        start_decoder, start_predictor = steps.predict(
-            tf.zeros([1], tf.int32), model.predictor.initial_state(1)
-        )
-        decoder = tf.where(fresh, start_decoder, decoder)
+        start = greedy_graph_start(steps, 1)
+        decoder = tf.where(fresh, start.decoder, decoder)
         predictor_state = [
             tf.where(fresh, s0, s)
-            for s0, s in zip(start_predictor, predictor_state, strict=True)
+            for s0, s in zip(start.predictor, predictor_state, strict=True)
         ]
         encoded, new_encoder = model.encoder.step(values, encoder_state, valid)
         projected = model.joiner.project_encoder(encoded)
@@ -128,12 +127,7 @@ def _recognizer_program(model, features, chunk_frames, max_symbols, hotwords):
         out.update({f"new_state_{i}": s for i, s in enumerate(new_state)})
         return out
 
-    named = [tf.TensorSpec(s.shape, s.dtype, name=n)
-             for s, n in zip(specs + states, names, strict=True)]  # fmt: skip
-    source = f"def f({', '.join(names)}):\n    return body({', '.join(names)})\n"
-    scope: dict[str, Any] = {"body": body}
-    exec(source, scope)  # a real signature, so that the inputs keep their names
-    return tf.function(scope["f"], input_signature=named), window, states
+    return _named_function(body, specs + states, names), window, states
 
 
 def export_recognizer(

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tf_transducer.decoding.hotwords import HotwordGraph
+from tf_transducer.decoding.hotwords import check_hotwords
 from tf_transducer.decoding.tdt import TdtGreedyState
 from tf_transducer.decoding.tdt import tdt_greedy_continue
 from tf_transducer.decoding.transducer import GreedyState
@@ -131,16 +132,8 @@ class TransducerStream(AudioStream):
         )
         self._steps = _TfliteSteps(self.programs, self.meta)
         self.max_symbols_per_frame = max_symbols_per_frame
-        if hotwords is not None and not isinstance(hotwords, HotwordGraph):
-            raise ValueError(
-                f"hotwords must be a HotwordGraph (decoding.hotword_graph), got "
-                f"{type(hotwords).__name__}"
-            )
-        if hotwords is not None and hotwords.goto.shape[1] != self.meta["vocab_size"]:
-            raise ValueError(
-                f"hotwords are made for {hotwords.goto.shape[1]} classes, the export "
-                f"has {self.meta['vocab_size']}"
-            )
+        if hotwords is not None:
+            check_hotwords(hotwords, self.meta["vocab_size"])
         self.hotwords = hotwords
         self.reset()
 
