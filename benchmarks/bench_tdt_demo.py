@@ -5,7 +5,7 @@ Each run trains the demo's LSTM transducer (examples/digits_transducer_demo.py:
 lstm-1m with 4 frames per encoder step, the digits corpus with word
 delimiters, waveform augmentation, learning rate 0.004) for --epochs epochs
 with one seed, as an RNN-T (FusedRnntLoss) or as a Token-and-Duration
-Transducer (the same model with a duration head [0, 1, 2, 3, 4];
+Transducer (the same model with a duration head, --durations;
 FusedTdtLoss). Then, on the synthetic test voices and on the real
 recordings, with one thread:
 
@@ -25,7 +25,8 @@ Each run trains in its own process (2 threads), and is evaluated in another
 over the seeds of each loss.
 
 Usage: python -m benchmarks.bench_tdt_demo [--epochs 72] [--seeds 0,1,2]
-  [--work_dir runs/tdt_vs_rnnt] [--notrain] [--tdt_sigma 0.05 --tdt_omega 0.1]
+  [--work_dir runs/tdt_vs_rnnt] [--notrain] [--train_losses tdt]
+  [--tdt_sigma 0.05 --tdt_omega 0.1] [--durations 0,1,2]
 """
 
 import json
@@ -52,9 +53,16 @@ WORK_DIR = flags.DEFINE_string("work_dir", "runs/tdt_vs_rnnt", "The runs' folder
 TRAIN = flags.DEFINE_bool(
     "train", True, "Train the runs (--notrain: evaluate the runs in --work_dir again)."
 )
+TRAIN_LOSSES = flags.DEFINE_list(
+    "train_losses", ["rnnt", "tdt"],
+    "With --train, the losses whose runs train; the others' runs must be in "
+    "--work_dir already and are evaluated again.",
+)  # fmt: skip
+DURATIONS_FLAG = flags.DEFINE_list(
+    "durations", ["0", "1", "2", "3", "4"], "The TDT runs' durations."
+)
 WORKER = flags.DEFINE_string("worker", None, "Internal: 'train|eval,loss,seed'.")
 
-DURATIONS = [0, 1, 2, 3, 4]
 NAN = float("nan")  # a column a run's results lack (measured by a later version)
 LOSSES = {"rnnt": "fused", "tdt": "fused_tdt"}
 SAMPLE_RATE, N_MELS, BEAM = 8000, 40, 4
@@ -72,7 +80,7 @@ def run_config(loss, seed):
     from tf_transducer.training.config import RunConfig
     from tf_transducer.training.config import TrainingConfig
 
-    joiner = {"durations": DURATIONS} if loss == "tdt" else {}
+    joiner = {"durations": durations()} if loss == "tdt" else {}
     return RunConfig(
         model=ModelConfig("lstm-1m", encoder={"stack": 4}, joiner=joiner),
         features=FeaturesConfig(sample_rate=SAMPLE_RATE, n_mels=N_MELS),
@@ -91,6 +99,10 @@ def run_config(loss, seed):
             tdt_omega=OMEGA.value,
         ),  # fmt: skip
     )
+
+
+def durations():
+    return [int(d) for d in DURATIONS_FLAG.value]
 
 
 def run_dir(loss, seed):
@@ -117,9 +129,9 @@ def graph_greedy(model, loss):
     from tf_transducer.decoding import label_looping_greedy
 
     steps, units = keras_graph_steps(model), model.joiner.units
-    durations = DURATIONS if loss == "tdt" else None
+    heads = getattr(model.joiner, "durations", None)
     return tf.function(
-        lambda e, n: label_looping_greedy(e, n, steps, durations),
+        lambda e, n: label_looping_greedy(e, n, steps, heads),
         input_signature=[tf.TensorSpec([None, None, units]),
                          tf.TensorSpec([None], tf.int32)],
     )  # fmt: skip
@@ -142,10 +154,11 @@ def search_costs(model, batch, loss, graph):
     )
     encoded = time.perf_counter()
     steps = KerasSteps(model)
+    heads = getattr(model.joiner, "durations", None)
     if loss == "tdt":
-        hyps, _, counts = tdt_greedy_search(projected, lengths, steps, DURATIONS)
+        hyps, _, counts = tdt_greedy_search(projected, lengths, steps, heads)
         greedy = time.perf_counter()
-        tdt_beam_search(projected[0, : lengths[0]], steps, DURATIONS, BEAM)
+        tdt_beam_search(projected[0, : lengths[0]], steps, heads, BEAM)
     else:
         hyps, _ = greedy_search(projected, lengths, steps)
         counts = [int(lengths[0]) + len(hyps[0])]  # the joiner's runs
@@ -217,7 +230,8 @@ def evaluate(loss, seed):
 def child(mode, loss, seed):
     command = [*_harness.self_command(__spec__), f"--worker={mode},{loss},{seed}",
                f"--epochs={EPOCHS.value}", f"--work_dir={WORK_DIR.value}",
-               f"--tdt_sigma={SIGMA.value}", f"--tdt_omega={OMEGA.value}"]  # fmt: skip
+               f"--tdt_sigma={SIGMA.value}", f"--tdt_omega={OMEGA.value}",
+               f"--durations={','.join(DURATIONS_FLAG.value)}"]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, cwd=_harness.ROOT)
     if result.returncode != 0:
         sys.stderr.write(result.stderr[-4000:])
@@ -250,7 +264,8 @@ def main(argv):
     runs = {}
     for loss in LOSSES:
         for seed in SEEDS.value:
-            trained = child("train", loss, seed) if TRAIN.value else {}
+            retrain = TRAIN.value and loss in TRAIN_LOSSES.value
+            trained = child("train", loss, seed) if retrain else {}
             runs[loss, seed] = dict(child("eval", loss, seed), **trained)
             print(f"{loss} seed {seed}: {json.dumps(runs[loss, seed])}", flush=True)
     print(f"\n{EPOCHS.value} epochs; seeds {', '.join(SEEDS.value)}; 1 thread.\n")

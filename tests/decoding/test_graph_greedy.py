@@ -100,14 +100,17 @@ def check_equal(hyps, tokens, durs, lengths, max_symbols, hotwords=None):
 
 @pytest.mark.parametrize("tdt", [False, True], ids=["rnnt", "tdt"])
 @pytest.mark.parametrize("max_symbols", [1, 3])
-def test_equals_numpy_search_eagerly(tdt, max_symbols):
+@pytest.mark.parametrize("found_share", [0.1, 0.5, 1.0])
+def test_equals_numpy_search_eagerly(tdt, max_symbols, found_share):
+    """The labels do not depend on when the prediction network runs."""
     for seed in range(4):
-        tokens, durs = tables(3, 9, seed, tdt)
-        lengths = np.array([9, 6, 0])
+        tokens, durs = tables(4, 9, seed, tdt)
+        lengths = np.array([9, 6, 0, 8])
         steps = table_steps(tokens, durs)
         hyps = label_looping_greedy(
-            frames(3, 9), lengths, steps, DURATIONS if tdt else None, max_symbols
-        )
+            frames(4, 9), lengths, steps, DURATIONS if tdt else None, max_symbols,
+            found_share=found_share,
+        )  # fmt: skip
         check_equal(hyps, tokens, durs, lengths, max_symbols)
 
 
@@ -180,6 +183,8 @@ def test_confidence_of_each_label():
         ({"confidence": "margin"}, "confidence"),
         ({"blank": -1}, "blank"),
         ({"durations": [1, 2]}, "durations"),
+        ({"found_share": 0.0}, "found_share"),
+        ({"found_share": 1.5}, "found_share"),
     ],
 )
 def test_bad_options_are_named(kwargs, message):

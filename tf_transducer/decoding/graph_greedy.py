@@ -5,9 +5,13 @@ NeMo's label-looping search (arXiv 2406.06220) turned inside out from the
 frame-by-frame loop of `greedy_search`: per utterance, the joint is run on
 the frame the utterance has reached until it gives a label (blanks move the
 frame on), then the prediction network runs once, for the whole batch, on
-the labels found. Every loop is a `tf.while_loop` over fixed-shape tensors,
-so the search runs eagerly, inside `tf.function` with unknown batch and
-time, and under XLA (`jit_compile=True`).
+the labels found. Unlike NeMo, which waits for every utterance to find its
+label, the prediction network runs as soon as a share of them have
+(`found_share`): on a CPU the joint's rows are not free, and the rows that
+wait for the slowest utterance were most of its work. Every loop is a
+`tf.while_loop` over fixed-shape tensors, so the search runs eagerly,
+inside `tf.function` with unknown batch and time, and under XLA
+(`jit_compile=True`).
 
 It decodes what `greedy_search` and `tdt_greedy_search` decode, step for
 step: the same labels, and the same scores to float32 rounding. With a TDT
@@ -182,6 +186,7 @@ def label_looping_continue(
     blank: int = 0,
     confidence: str = "entropy",
     hotwords: HotwordGraph | None = None,
+    found_share: float = 0.1,
 ) -> tuple[GraphHypotheses, GreedyGraphState]:
     """Greedy search over more frames: a chunk of a stream, or a whole utterance.
 
@@ -200,6 +205,14 @@ def label_looping_continue(
       confidence: the per-label confidence measure, "entropy" or "max_prob".
       hotwords: a `HotwordGraph` whose boosts are added to the labels'
         log-probabilities before each choice (and to the scores).
+      found_share: in (0, 1]: the prediction network runs (for the whole
+        batch, kept where nothing was found) once this share of the
+        utterances still searching have found their next label; the others
+        search on from where they are. 1.0 is NeMo's schedule, best where a
+        joint over the whole batch costs no more than over a few rows (a
+        GPU); on CPU the joint's rows cost, and 0.1 decodes about 2.5x
+        faster (benchmarks/bench_graph_decoding.py). The labels do not
+        depend on it.
 
     Returns:
       (`GraphHypotheses` of the labels found in these frames, frames counted
@@ -208,6 +221,8 @@ def label_looping_continue(
     duration_values = _check_options(
         durations, max_symbols_per_frame, blank, confidence
     )
+    if not 0.0 < found_share <= 1.0:
+        raise ValueError(f"found_share must be in (0, 1], got {found_share!r}")
     context_tables = _hotword_tables(hotwords)
     encoder = tf.convert_to_tensor(encoder)
     if encoder.shape.rank != 3:
@@ -230,20 +245,28 @@ def label_looping_continue(
                 tf.nn.log_softmax(tf.cast(durs, tf.float32)))  # fmt: skip
 
     def find_labels(t, run, decoder, boost, scores, evaluations, active):
-        """Runs the joint until every active utterance finds a label.
+        """Runs the joint until enough active utterances find a label.
 
-        Returns the moved frames t, run, scores and evaluations, the found
-        label, its confidence, its duration index, and which found one.
+        The loop stops when every active utterance has found one, or when
+        the found ones reach `found_share` of those still searching at the
+        start; the rest search on in the next round, from the frame they
+        reached. Returns the moved frames t, run, scores and evaluations,
+        the found label, its confidence, its duration index, and which
+        found one.
         """
+        searching = tf.reduce_sum(tf.cast(active, tf.float32))
+        wanted = tf.cast(tf.math.ceil(found_share * searching), tf.int32)
+        wanted = tf.maximum(wanted, 1)
         init = (
-            t, run, scores, evaluations, active,
+            t, run, scores, evaluations, active, tf.zeros([batch], tf.bool),
             tf.fill([batch], blank), tf.zeros([batch]), tf.zeros([batch], tf.int32),
         )  # fmt: skip
 
-        def cond(t, run, scores, evaluations, need, *_):
-            return tf.reduce_any(need)
+        def cond(t, run, scores, evaluations, need, found, *_):
+            enough = tf.reduce_sum(tf.cast(found, tf.int32)) >= wanted
+            return tf.reduce_any(need) & tf.logical_not(enough)
 
-        def body(t, run, scores, evaluations, need, label, sure, k):
+        def body(t, run, scores, evaluations, need, found, label, sure, k):
             tokens, durs = joint_at(t, decoder)
             boosted = tokens if boost is None else tokens + boost
             best = tf.argmax(boosted, axis=-1, output_type=tf.int32)
@@ -257,18 +280,20 @@ def label_looping_continue(
                 advance = tf.ones_like(best)
             scores += tf.where(need, gain, 0.0)
             evaluations += tf.cast(need, tf.int32)
-            found = need & tf.not_equal(best, blank)
+            now = need & tf.not_equal(best, blank)
             is_blank = need & tf.equal(best, blank)
             t = tf.where(is_blank, t + advance, t)
             run = tf.where(is_blank, 0, run)
-            label = tf.where(found, best, label)
-            sure = tf.where(found, _token_confidence(tokens, confidence), sure)
-            k = tf.where(found, best_k, k)
+            label = tf.where(now, best, label)
+            sure = tf.where(now, _token_confidence(tokens, confidence), sure)
+            k = tf.where(now, best_k, k)
             need = is_blank & (t < lengths)
-            return t, run, scores, evaluations, need, label, sure, k
+            return t, run, scores, evaluations, need, found | now, label, sure, k
 
-        t, run, scores, evaluations, _, label, sure, k = while_fixed(cond, body, init)
-        return t, run, scores, evaluations, label, sure, k, active & (t < lengths)
+        t, run, scores, evaluations, _, found, label, sure, k = while_fixed(
+            cond, body, init
+        )
+        return t, run, scores, evaluations, label, sure, k, found
 
     def emit_cond(t, *rest):
         return tf.reduce_any(t < lengths)
@@ -336,6 +361,7 @@ def label_looping_greedy(
     blank: int = 0,
     confidence: str = "entropy",
     hotwords: HotwordGraph | None = None,
+    found_share: float = 0.1,
 ) -> GraphHypotheses:
     """Batched greedy search of whole utterances, as one graph.
 
@@ -350,7 +376,7 @@ def label_looping_greedy(
     start = greedy_graph_start(steps, tf.shape(encoder)[0], blank)
     hyps, after = label_looping_continue(
         encoder, lengths, steps, start, durations, max_symbols_per_frame, blank,
-        confidence, hotwords,
+        confidence, hotwords, found_share,
     )  # fmt: skip
     if hotwords is None:
         return hyps
