@@ -10,22 +10,50 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.decoding.test_graph_greedy import V
 from tests.decoding.test_graph_greedy import table_steps
 from tests.decoding.test_graph_greedy import tables
 from tests.decoding.test_graph_greedy import unpad
 from tests.decoding.test_transducer_decoding import TableSteps
 from tests.decoding.test_transducer_decoding import frames
 from tf_transducer.decoding import modified_beam_search
+from tf_transducer.decoding import token_lm
 from tf_transducer.decoding.graph_beam import modified_beam_graph
 from tf_transducer.decoding.graph_beam import transducer_beam_graph
 
 
-def check_equal(hyps, tokens, lengths, beam):
+# A trigram over labels 1-3 of the tables (back-off at each order).
+ARPA = """\\data\\
+ngram 1=5
+ngram 2=4
+ngram 3=1
+
+\\1-grams:
+-0.8\t</s>
+-99\t<s>\t-0.3
+-0.3\t1\t-0.2
+-0.9\t2\t-0.4
+-0.6\t3\t-0.1
+
+\\2-grams:
+-0.1\t<s> 3\t-0.2
+-0.2\t1 1
+-1.5\t3 2\t-0.3
+-0.05\t2 3
+
+\\3-grams:
+-0.02\t<s> 3 3
+
+\\end\\
+"""
+
+
+def check_equal(hyps, tokens, lengths, beam, **fusion):
     steps = TableSteps(tokens)
     encoder = frames(*tokens.shape[:2])
     got = unpad(hyps)
     for b, n in enumerate(lengths):
-        labels, score = modified_beam_search(encoder[b, :n], steps, beam)
+        labels, score = modified_beam_search(encoder[b, :n], steps, beam, **fusion)
         assert got[b] == labels, f"utterance {b}"
         np.testing.assert_allclose(hyps.scores[b], score, rtol=1e-5, atol=1e-4)
         at = np.asarray(hyps.frames)[b, : len(labels)]
@@ -58,6 +86,43 @@ def test_equals_numpy_search_compiled(jit):
     for batch, num, lengths in ((4, 10, [10, 2, 7, 1]), (2, 6, [6, 3])):
         hyps = search(frames(batch, num), np.array(lengths, np.int32))
         check_equal(hyps, tokens[:batch, :num], np.array(lengths), 3)
+
+
+@pytest.fixture()
+def trigram(tmp_path):
+    path = tmp_path / "tokens.arpa"
+    path.write_text(ARPA)
+    return token_lm(str(path), V)
+
+
+@pytest.mark.parametrize("jit", [None, False, True], ids=["eager", "traced", "xla"])
+def test_token_lm_fusion_equals_numpy_search(trigram, jit):
+    """The fused scores and choices, and the n-gram changes some."""
+    fusion = dict(token_lm=trigram, lm_scale=2.0)
+
+    def search(e, n):
+        return modified_beam_graph(e, n, steps, 3, **fusion)
+
+    changed = 0
+    for seed in range(4, 8):
+        tokens, _ = tables(3, 12, seed, False)
+        steps, lengths = table_steps(tokens), np.array([12, 9, 0], np.int32)
+        run = search if jit is None else tf.function(search, jit_compile=jit)
+        hyps = run(frames(3, 12), lengths)
+        check_equal(hyps, tokens, lengths, 3, **fusion)
+        plain = modified_beam_graph(frames(3, 12), lengths, steps, 3)
+        changed += unpad(hyps) != unpad(plain)
+    assert changed, "the n-gram changed no hypothesis: make it stronger"
+
+
+def test_bad_token_lm_is_named(trigram):
+    tokens, _ = tables(1, 3, 0, False)
+    with pytest.raises(ValueError, match="token_lm must be"):
+        modified_beam_graph(frames(1, 3), [3], table_steps(tokens), token_lm="x.arpa")
+    with pytest.raises(ValueError, match="lm_scale"):
+        modified_beam_graph(
+            frames(1, 3), [3], table_steps(tokens), token_lm=trigram, lm_scale=-1
+        )
 
 
 def test_bad_beam_is_named():

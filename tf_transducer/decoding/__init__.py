@@ -32,6 +32,8 @@ from tf_transducer.decoding.timestamps import TimedWord
 from tf_transducer.decoding.timestamps import frame_seconds
 from tf_transducer.decoding.timestamps import hypotheses_as_json
 from tf_transducer.decoding.timestamps import timed_words
+from tf_transducer.decoding.token_lm import TokenLm
+from tf_transducer.decoding.token_lm import token_lm
 from tf_transducer.decoding.transducer import KerasSteps
 from tf_transducer.decoding.transducer import beam_search
 from tf_transducer.decoding.transducer import greedy_search
@@ -48,6 +50,7 @@ __all__ = [
     "KenLMModel",
     "KerasSteps",
     "TimedWord",
+    "TokenLm",
     "WordScorer",
     "beam_search",
     "char_error_rate",
@@ -72,6 +75,7 @@ __all__ = [
     "tdt_beam_search",
     "tdt_greedy_search",
     "timed_words",
+    "token_lm",
     "transducer_beam_graph",
     "transducer_beam_search",
     "transducer_greedy_decode",

@@ -35,19 +35,21 @@ def select_rows(mask: np.ndarray, new: State, old: State) -> State:
 
 
 class Hyp:
-    __slots__ = ("prefix", "score", "decoder", "state", "lm")
+    __slots__ = ("prefix", "score", "decoder", "state", "lm", "token_state")
 
     def __init__(
         self, prefix: tuple[int, ...], score: float, decoder: np.ndarray, state: State,
-        lm: LmContext,
+        lm: LmContext, token_state: int = 0,
     ) -> None:  # fmt: skip
         self.prefix, self.score = prefix, score
         self.decoder, self.state = decoder, state
-        self.lm = lm  # LmContext
+        self.lm = lm  # LmContext of a word scorer
+        self.token_state = token_state  # the state of a token n-gram (TokenLm)
 
     def stay(self, score: float) -> "Hyp":
         """The same hypothesis (no new label) with another score."""
-        return Hyp(self.prefix, score, self.decoder, self.state, self.lm.copy())
+        return Hyp(self.prefix, score, self.decoder, self.state, self.lm.copy(),
+                   self.token_state)  # fmt: skip
 
 
 def rank(hyp: Hyp, scorer: WordScorer | None, alpha: float, beta: float) -> float:
@@ -76,6 +78,7 @@ def grow(
             decoder[j : j + 1],
             [s[j : j + 1] for s in state],
             parent.lm.copy(),
+            parent.token_state,  # (the caller steps a token n-gram)
         )
         if scorer is not None:
             scorer.extend(child.lm, parent.prefix, label)

@@ -14,12 +14,17 @@ growth whose labels equal a staying hypothesis' is merged into it
 steps of `modified_beam_search`, which this search equals (labels, and
 scores to float32 rounding).
 
+A token n-gram (`TokenLm`) and hotwords (`HotwordGraph`) are automata held
+as tables: each hypothesis carries its state in each, and a growth's score
+gains the step's weight (shallow fusion, context biasing).
+
 Label sequences are compared through two polynomial hashes (mod 2^31 - 1,
 carried with each hypothesis): two different sequences are merged only if
 both hashes collide.
 """
 
 from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -32,6 +37,8 @@ from tf_transducer.decoding.graph_greedy import _token_confidence
 from tf_transducer.decoding.graph_greedy import keras_graph_steps
 from tf_transducer.decoding.graph_greedy import while_fixed
 from tf_transducer.decoding.hotwords import HotwordGraph
+from tf_transducer.decoding.token_lm import TokenLm
+from tf_transducer.decoding.token_lm import check_token_lm
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer
@@ -52,6 +59,35 @@ def _gather_rows(value: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
     return tf.gather(value, index, batch_dims=1)
 
 
+class _Automaton(NamedTuple):
+    """A context automaton that each hypothesis steps with its labels.
+
+    Its state moves by goto [S, V], its score by delta [S, V]; end [S] is
+    added to the final scores.
+    """
+
+    goto: tf.Tensor
+    delta: tf.Tensor
+    end: tf.Tensor
+    start: int
+
+
+def _automata(hotwords, token_lm, lm_scale):
+    automata = []
+    if hotwords is not None:  # unfinished partial matches give their boost back
+        tables = _hotword_tables(hotwords)
+        automata.append(_Automaton(tables.goto, tables.delta, -tables.depth, 0))
+    if token_lm is not None:
+        check_token_lm(token_lm)
+        if not isinstance(lm_scale, int | float) or not lm_scale >= 0:
+            raise ValueError(f"lm_scale must be a number >= 0, got {lm_scale!r}")
+        automata.append(_Automaton(
+            tf.constant(token_lm.goto), tf.constant(lm_scale * token_lm.logp),
+            tf.constant(lm_scale * token_lm.final), int(token_lm.start),
+        ))  # fmt: skip
+    return automata
+
+
 def modified_beam_graph(
     encoder: TensorLike,
     lengths: TensorLike,
@@ -60,6 +96,8 @@ def modified_beam_graph(
     blank: int = 0,
     confidence: str = "entropy",
     hotwords: HotwordGraph | None = None,
+    token_lm: TokenLm | None = None,
+    lm_scale: float = 0.3,
 ) -> GraphHypotheses:
     """Batched modified beam search of an RNN-T, as one graph.
 
@@ -74,6 +112,11 @@ def modified_beam_graph(
       hotwords: a `HotwordGraph` whose boosts are added to the growths'
         scores; each hypothesis' unfinished partial match is taken back
         before the best is chosen.
+      token_lm: a `TokenLm` (a token n-gram) for shallow fusion: each
+        growth's score gains lm_scale * ln P(label | its context), and
+        each hypothesis lm_scale * ln P(</s> | context) before the best is
+        chosen (icefall's modified beam search with an n-gram).
+      lm_scale: the token n-gram's weight.
 
     Returns:
       `GraphHypotheses` of each utterance's best hypothesis (L = T: one
@@ -81,7 +124,7 @@ def modified_beam_graph(
       on live hypotheses.
     """
     _check_options(None, 1, blank, confidence)
-    tables = _hotword_tables(hotwords)
+    automata = _automata(hotwords, token_lm, lm_scale)
     if not isinstance(beam, int) or beam < 1:
         raise ValueError(f"beam must be an int >= 1, got {beam!r}")
     encoder = tf.convert_to_tensor(encoder)
@@ -119,18 +162,15 @@ def modified_beam_graph(
         stay = scores + log_probs[:, :, blank]  # [B, beam]
         not_blank = tf.one_hot(blank, vocab, on_value=neg_inf, off_value=0.0)
         boosted = log_probs + not_blank
-        if tables is not None:
-            boosted += tf.gather(tables.delta, context)
+        for automaton, state_of in zip(automata, context, strict=True):
+            boosted += tf.gather(automaton.delta, state_of)
         grow = tf.reshape(scores[:, :, None] + boosted, [batch, -1])
         grown, pick = tf.math.top_k(grow, k=beam)  # [B, beam]
         parent, label = pick // vocab, pick % vocab
-        if tables is None:
-            child_context = tf.zeros_like(label)
-        else:
-            parent_context = _gather_rows(context, parent)
-            child_context = tf.gather_nd(
-                tables.goto, tf.stack([parent_context, label], -1)
-            )
+        child_context = [
+            tf.gather_nd(automaton.goto, tf.stack([_gather_rows(c, parent), label], -1))
+            for automaton, c in zip(automata, context, strict=True)
+        ]
 
         # The growths' label sequences, and their merge into equal stays.
         parent_hashes = [_gather_rows(h, parent) for h in hashes]
@@ -186,7 +226,9 @@ def modified_beam_graph(
         new_hashes = [
             pick_rows(h, c) for h, c in zip(hashes, child_hashes, strict=True)
         ]
-        new_context = pick_rows(context, child_context)
+        new_context = [
+            pick_rows(c, n) for c, n in zip(context, child_context, strict=True)
+        ]
         new_decoder = flatten(pick_rows(unflatten(decoder), unflatten(child_decoder)))
         new_state = [
             flatten(pick_rows(unflatten(s), unflatten(c)))
@@ -207,7 +249,7 @@ def modified_beam_graph(
             t + 1,
             keep(kept_scores, scores),
             [keep(n, o) for n, o in zip(new_hashes, hashes, strict=True)],
-            keep(new_context, context),
+            [keep(n, o) for n, o in zip(new_context, context, strict=True)],
             keep(new_count, count),
             keep(new_labels, labels),
             keep(new_at, at),
@@ -220,7 +262,8 @@ def modified_beam_graph(
     zeros = tf.zeros([batch, beam], tf.int32)
     no_hash = tf.zeros([batch, beam], tf.int64)
     init = (
-        tf.constant(0), first, [no_hash, no_hash], zeros, zeros,
+        tf.constant(0), first, [no_hash, no_hash],
+        [tf.fill([batch, beam], a.start) for a in automata], zeros,
         tf.fill([batch, beam, capacity], blank),
         tf.fill([batch, beam, capacity], -1), tf.zeros([batch, beam, capacity]),
         decoder, list(state), tf.zeros([batch], tf.int32),
@@ -228,8 +271,8 @@ def modified_beam_graph(
     _, scores, _, context, count, labels, at, conf, _, _, evaluations = while_fixed(
         lambda t, *_: t < tf.reduce_max(tf.concat([lengths, [0]], 0)), body, init
     )
-    if tables is not None:  # unfinished partial matches give their boost back
-        scores -= tf.gather(tables.depth, context)
+    for automaton, state_of in zip(automata, context, strict=True):
+        scores += tf.gather(automaton.end, state_of)
     best = tf.argmax(scores, axis=1, output_type=tf.int32)[:, None]  # [B, 1]
     return GraphHypotheses(
         labels=_gather_rows(labels, best)[:, 0],
@@ -247,21 +290,25 @@ def transducer_beam_graph(
     beam: int = 4,
     confidence: str = "entropy",
     hotwords: HotwordGraph | None = None,
+    token_lm: TokenLm | None = None,
+    lm_scale: float = 0.3,
 ) -> GraphHypotheses:
     """Modified beam search of a Keras RNN-T `Transducer` on (features, lengths).
 
     The encoder and the search in one graph (wrap it in `tf.function`, with
     `jit_compile=True` for XLA); `hotwords` (a `HotwordGraph`) boosts its
-    phrases.
+    phrases, `token_lm` (a `TokenLm`) is fused with weight `lm_scale`.
     """
     if getattr(model.joiner, "durations", None) is not None:
         raise ValueError(
             "transducer_beam_graph decodes an RNN-T: this model's joiner has a "
             "duration head (use transducer_beam_search, or transducer_greedy_graph)"
         )
+    if token_lm is not None:
+        check_token_lm(token_lm, model.joiner.vocab_size)
     encoded, lengths = model.encode(inputs, training=False)
     projected = model.joiner.project_encoder(encoded)
     return modified_beam_graph(
         projected, lengths, keras_graph_steps(model), beam, confidence=confidence,
-        hotwords=hotwords,
+        hotwords=hotwords, token_lm=token_lm, lm_scale=lm_scale,
     )  # fmt: skip

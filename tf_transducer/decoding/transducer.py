@@ -34,6 +34,8 @@ from tf_transducer.decoding.keras_steps import encode_projected
 from tf_transducer.decoding.lm import WordScorer
 from tf_transducer.decoding.tdt import tdt_beam_search
 from tf_transducer.decoding.tdt import tdt_greedy_search
+from tf_transducer.decoding.token_lm import TokenLm
+from tf_transducer.decoding.token_lm import check_token_lm
 
 if TYPE_CHECKING:
     from tf_transducer.models import Transducer
@@ -147,6 +149,7 @@ def greedy_search(
 def modified_beam_search(
     encoder: TensorLike, steps: TransducerSteps, beam: int = 4, blank: int = 0,
     scorer: WordScorer | None = None, alpha: float = 0.5, beta: float = 1.0,
+    token_lm: TokenLm | None = None, lm_scale: float = 0.3,
 ) -> tuple[list[int], float]:  # fmt: skip
     """Beam search with at most one symbol per frame (k2 / icefall's "modified").
 
@@ -162,11 +165,20 @@ def modified_beam_search(
       scorer: optional `WordScorer` for shallow fusion with a word LM.
       alpha: the LM weight.
       beta: the word insertion bonus.
+      token_lm: optional `TokenLm`, a token n-gram fused into the scores:
+        each growth gains lm_scale * ln P(label | context), each final
+        hypothesis lm_scale * ln P(</s> | context).
+      lm_scale: the token n-gram's weight.
 
     Returns:
-      (labels, log-probability of the hypothesis).
+      (labels, log-probability of the hypothesis; with token_lm, the fused
+      score).
     """
+    if token_lm is not None:
+        check_token_lm(token_lm)
     hyps = [start_hyp(steps, scorer)]
+    if token_lm is not None:
+        hyps[0].token_state = token_lm.start
     for frame in np.asarray(encoder, np.float32):
         decoders = np.concatenate([h.decoder for h in hyps])
         log_probs = log_softmax(
@@ -180,6 +192,8 @@ def modified_beam_search(
                 merged[hyp.prefix] = hyp.stay(hyp.score + lp[blank])
             else:
                 stay.score = log_add(stay.score, hyp.score + lp[blank])
+            if token_lm is not None:  # (its blank column is 0)
+                lp = lp + lm_scale * token_lm.logp[hyp.token_state]
             order = np.argsort(-lp)
             for k in [int(k) for k in order[: beam + 1] if k != blank][:beam]:
                 pending.append((hyp.score + lp[k], hyp, k))
@@ -190,8 +204,10 @@ def modified_beam_search(
             children = grow(
                 [p[1] for p in pending], [p[2] for p in pending], steps, scorer
             )
-            for (score, _, _), child in zip(pending, children, strict=True):
+            for (score, _, label), child in zip(pending, children, strict=True):
                 child.score = score
+                if token_lm is not None:
+                    child.token_state = int(token_lm.goto[child.token_state, label])
                 same = merged.get(child.prefix)
                 if same is None:
                     merged[child.prefix] = child
@@ -200,6 +216,9 @@ def modified_beam_search(
         hyps = sorted(merged.values(), key=lambda h: -rank(h, scorer, alpha, beta))[
             :beam
         ]
+    if token_lm is not None:
+        for hyp in hyps:
+            hyp.score += lm_scale * float(token_lm.final[hyp.token_state])
     return finish(hyps, scorer, alpha, beta)
 
 
