@@ -21,7 +21,6 @@ from tf_transducer.decoding import token_lm
 from tf_transducer.decoding.graph_beam import modified_beam_graph
 from tf_transducer.decoding.graph_beam import transducer_beam_graph
 
-
 # A trigram over labels 1-3 of the tables (back-off at each order).
 ARPA = """\\data\\
 ngram 1=5
