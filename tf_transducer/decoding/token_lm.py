@@ -89,13 +89,10 @@ def token_lm(
     logp = np.empty([len(states), vocab_size + 1], np.float64)
     goto = np.zeros([len(states), vocab_size + 1], np.int64)
     logp[0] = model.prob.get(("<unk>",), UNKNOWN_LOG10)
-    for (g,), value in ((g, v) for g, v in model.prob.items() if len(g) == 1):
-        if g in columns:
-            logp[0, columns[g]] = value
     by_history: dict[tuple[str, ...], list[tuple[str, float]]] = {}
-    for g, value in model.prob.items():
-        if len(g) > 1 and g[-1] in columns:
-            by_history.setdefault(g[:-1], []).append((g[-1], value))
+    for gram, value in model.prob.items():
+        if gram[-1] in columns:  # (unigrams: the history ())
+            by_history.setdefault(gram[:-1], []).append((gram[-1], value))
     for i, context in enumerate(states):
         if i:  # back off to the longest proper suffix that is a state
             suffix = next(
