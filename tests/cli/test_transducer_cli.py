@@ -100,6 +100,22 @@ def test_pipeline_at_8_khz_without_repeating_the_rate(tmp_path):
         )
     )
     assert "54 utterances: WER" in result.stdout
+    ids = [str(i) for i in range(1, 14)]  # (ids past the vocabulary are ignored)
+    token_unigrams = [f"-1.1\t{w}\t-0.2" for w in ["<s>", "</s>", *ids]]
+    token_bigrams = [f"-0.4\t{a} {b}" for a, b in zip(ids, ids[1:], strict=False)]
+    token_lm = tmp_path / "tokens.arpa"
+    token_lm.write_text(
+        f"\\data\\\nngram 1={len(token_unigrams)}\nngram 2={len(token_bigrams)}"
+        + "\n\n\\1-grams:\n" + "\n".join(token_unigrams)
+        + "\n\n\\2-grams:\n" + "\n".join(token_bigrams) + "\n\n\\end\\\n"
+    )  # fmt: skip
+    tokens = dict(test_files=manifest("digits_test"), checkpoint_dir=run_dir,
+                  token_lm=token_lm, token_lm_scale=0.2)  # fmt: skip
+    result = ok(run("evaluate", beam_width=2, **tokens))
+    assert "54 utterances: WER" in result.stdout
+    result = run("evaluate", **tokens)
+    assert result.returncode == 1
+    assert "--token_lm is fused by the modified beam search" in result.stderr
     result = run(
         "evaluate",
         test_files=manifest("digits_test"),

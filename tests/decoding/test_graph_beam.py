@@ -156,3 +156,37 @@ def test_keras_transducer_equals_numpy_beam_search():
     got = unpad(search(features, lengths))
     assert got == transducer_beam_search(model, (features, lengths), beam=3)
     assert any(got)
+
+
+def test_keras_transducer_with_token_lm(tmp_path):
+    """transducer_beam_graph and transducer_beam_search fuse the n-gram alike."""
+    import keras
+
+    import tf_transducer as tt
+    from tf_transducer.decoding import transducer_beam_search
+    from tf_transducer.models import Transducer
+
+    keras.utils.set_random_seed(5)
+    model = Transducer(
+        6,
+        tt.layers.TransducerEncoder(16, 1, stack=2),
+        tt.layers.PredictionNetwork(6, 8, 16),
+        tt.layers.TransducerJoiner(6, 16),
+        feature_dim=8,
+    )
+    model.build()
+    kernel = model.joiner.output_projection.kernel
+    kernel.assign(kernel * 10.0)
+    path = tmp_path / "tokens.arpa"
+    path.write_text(ARPA)
+    fusion = dict(token_lm=token_lm(str(path), 6), lm_scale=1.5)
+    features = np.random.default_rng(2).normal(size=[3, 30, 8]).astype(np.float32)
+    lengths = np.array([30, 17, 8], np.int32)
+    got = unpad(transducer_beam_graph(model, (features, lengths), beam=3, **fusion))
+    assert got == transducer_beam_search(model, (features, lengths), 3, **fusion)
+    with pytest.raises(ValueError, match="modified beam search of an RNN-T"):
+        transducer_beam_search(model, (features, lengths), 3, "standard", **fusion)
+    with pytest.raises(ValueError, match="made for 4 classes"):
+        transducer_beam_graph(
+            model, (features, lengths), token_lm=token_lm(str(path), 4)
+        )

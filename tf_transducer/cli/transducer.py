@@ -172,6 +172,13 @@ define(
 )
 define("float", "lm_alpha", 0.75, "Language model weight.")
 define("float", "lm_beta", 1.85, "Word insertion bonus.")
+define(
+    "string",
+    "token_lm",
+    "",
+    "ARPA n-gram over label ids, fused by the modified beam search (evaluate).",
+)
+define("float", "token_lm_scale", 0.3, "The --token_lm's weight.")
 flag_group("export")
 define(
     "enum",
@@ -372,6 +379,7 @@ def main(argv):
             alpha=FLAGS.lm_alpha,
             beta=FLAGS.lm_beta,
             beam_method=FLAGS.beam_method,
+            **token_lm_flag(model),
         )
         print(f"{len(pairs)} utterances: WER {wer:.3f}, CER {cer:.3f}")
         for ref, hyp in pairs[:5]:
@@ -421,6 +429,30 @@ def main(argv):
         write_corpus_manifest(FLAGS.corpus, FLAGS.output)
     else:
         transcribe()
+
+
+def token_lm_flag(model):
+    """{token_lm, lm_scale} of the --token_lm flags for `evaluate`, or {}."""
+    from tf_transducer.decoding import token_lm
+
+    if not FLAGS.token_lm:
+        return {}
+    if not os.path.isfile(FLAGS.token_lm):
+        raise CliError(f"--token_lm {FLAGS.token_lm}: no such file")
+    if FLAGS.beam_method != "modified" or FLAGS.beam_width < 2:
+        raise CliError(
+            "--token_lm is fused by the modified beam search: pass "
+            "--beam_width 2 or more and --beam_method modified"
+        )
+    if getattr(model.joiner, "durations", None) is not None:
+        raise CliError("--token_lm: the checkpoint is a TDT (use it with an RNN-T)")
+    if FLAGS.token_lm_scale < 0:
+        raise CliError(f"--token_lm_scale must be >= 0, got {FLAGS.token_lm_scale}")
+    try:
+        tables = token_lm(FLAGS.token_lm, model.joiner.vocab_size)
+    except ValueError as error:
+        raise CliError(f"--token_lm: {error}") from None
+    return {"token_lm": tables, "lm_scale": FLAGS.token_lm_scale}
 
 
 def hotwords_flag(text_encoder, vocab_size):

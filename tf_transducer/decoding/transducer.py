@@ -303,25 +303,42 @@ def transducer_greedy_decode(
 def transducer_beam_search(
     model: "Transducer", inputs: tuple[TensorLike, TensorLike], beam: int = 4,
     method: str = "modified", scorer: WordScorer | None = None, alpha: float = 0.5,
-    beta: float = 1.0,
+    beta: float = 1.0, token_lm: TokenLm | None = None, lm_scale: float = 0.3,
 ) -> list[list[int]]:  # fmt: skip
     """B label lists: beam search ("modified" or "standard") of a Keras `Transducer`.
 
     A Token-and-Duration Transducer is decoded by `tdt_beam_search`
-    (hypotheses advance by their durations) whichever the method.
+    (hypotheses advance by their durations) whichever the method. A token
+    n-gram (`token_lm`, weight `lm_scale`) is fused by the modified search
+    of an RNN-T.
     """
     if method not in ("modified", "standard"):
         raise ValueError(f'method must be "modified" or "standard", got {method!r}')
+    durations = getattr(model.joiner, "durations", None)
+    if token_lm is not None:
+        check_token_lm(token_lm, model.joiner.vocab_size)
+        if method != "modified" or durations is not None:
+            raise ValueError(
+                "token_lm is fused by the modified beam search of an RNN-T, got "
+                f"method={method!r}"
+                + (" and a TDT joiner" if durations is not None else "")
+            )
     if not isinstance(beam, int) or beam < 1:
         raise ValueError(f"beam must be an int >= 1, got {beam!r}")
     search = modified_beam_search if method == "modified" else beam_search
     projected, lengths = encode_projected(model, inputs)
     steps = KerasSteps(model)
-    durations = getattr(model.joiner, "durations", None)
     if durations is not None:
         return [
             tdt_beam_search(projected[b, : int(n)], steps, durations, beam,
                             scorer=scorer, alpha=alpha, beta=beta)[0]
+            for b, n in enumerate(lengths)
+        ]  # fmt: skip
+    if token_lm is not None:
+        return [
+            modified_beam_search(projected[b, : int(n)], steps, beam, scorer=scorer,
+                                 alpha=alpha, beta=beta, token_lm=token_lm,
+                                 lm_scale=lm_scale)[0]
             for b, n in enumerate(lengths)
         ]  # fmt: skip
     return [

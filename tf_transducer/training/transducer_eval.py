@@ -10,29 +10,31 @@ import os
 
 def decode_batch(
     model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85,
-    beam_method="modified",
+    beam_method="modified", token_lm=None, lm_scale=0.3,
 ):  # fmt: skip
     """Label sequences of a SpeechDataset batch.
 
-    Greedy search with beam_width 1 and no scorer, else beam search
+    Greedy search with beam_width 1 and no LM, else beam search
     (`beam_method`: "modified", one symbol per frame at most, or "standard")
-    with the scorer's LM.
+    with the scorer's word LM and (modified) a token n-gram (`TokenLm`).
     """
     from tf_transducer.decoding.transducer import transducer_beam_search
     from tf_transducer.decoding.transducer import transducer_greedy_decode
 
     inputs = (batch["features"], batch["feature_length"])
-    if beam_width == 1 and scorer is None:
+    if beam_width == 1 and scorer is None and token_lm is None:
         return transducer_greedy_decode(model, inputs)
     return transducer_beam_search(
-        model, inputs, beam_width, beam_method, scorer=scorer, alpha=alpha, beta=beta
-    )
+        model, inputs, beam_width, beam_method, scorer=scorer, alpha=alpha, beta=beta,
+        token_lm=token_lm, lm_scale=lm_scale,
+    )  # fmt: skip
 
 
 def transcribe_data(model, encoder, data, batch_size=64, **decoding):
     """[(reference, hypothesis)] of every utterance of a SpeechDataset, in order.
 
-    `decoding` holds beam_width, scorer, alpha, beta, beam_method.
+    `decoding` holds beam_width, scorer, alpha, beta, beam_method, token_lm,
+    lm_scale.
     """
     found = {}
     for batch in data.dataset(batch_size, shuffle=False):
@@ -60,21 +62,23 @@ def error_counts(model, data, encoder):
 
 def evaluate(
     model, encoder, data, beam_width=1, batch_size=64, scorer=None, alpha=0.75,
-    beta=1.85, beam_method="modified",
+    beta=1.85, beam_method="modified", token_lm=None, lm_scale=0.3,
 ):  # fmt: skip
     """(WER, CER, [(reference, hypothesis)]) of a model on a SpeechDataset.
 
-    beam_width 1 without a scorer is greedy search; otherwise beam search
+    beam_width 1 without an LM is greedy search; otherwise beam search
     (`beam_method` "modified": one symbol per frame at most, as k2 / icefall;
     "standard": as ESPnet, several per frame), with the scorer's LM weighted
-    by alpha and beta per word.
+    by alpha and beta per word, and (modified) a token n-gram (`TokenLm`)
+    weighted by lm_scale.
     """
     from tf_transducer.decoding import char_error_rate
     from tf_transducer.decoding import word_error_rate
 
     pairs = transcribe_data(
         model, encoder, data, batch_size, beam_width=beam_width, scorer=scorer,
-        alpha=alpha, beta=beta, beam_method=beam_method,
+        alpha=alpha, beta=beta, beam_method=beam_method, token_lm=token_lm,
+        lm_scale=lm_scale,
     )  # fmt: skip
     refs, hyps = [p[0] for p in pairs], [p[1] for p in pairs]
     return word_error_rate(refs, hyps), char_error_rate(refs, hyps), pairs
