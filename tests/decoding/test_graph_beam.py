@@ -130,14 +130,15 @@ def test_bad_beam_is_named():
         modified_beam_graph(frames(1, 3), [3], table_steps(tokens), beam=0)
 
 
-def test_keras_transducer_equals_numpy_beam_search():
+def small_transducer(seed, sharpen):
+    """A 6-class Keras RNN-T with random weights, its output layer scaled up
+    (sharper choices)."""
     import keras
 
     import tf_transducer as tt
-    from tf_transducer.decoding import transducer_beam_search
     from tf_transducer.models import Transducer
 
-    keras.utils.set_random_seed(4)
+    keras.utils.set_random_seed(seed)
     model = Transducer(
         6,
         tt.layers.TransducerEncoder(16, 1, stack=2),
@@ -147,7 +148,14 @@ def test_keras_transducer_equals_numpy_beam_search():
     )
     model.build()
     kernel = model.joiner.output_projection.kernel
-    kernel.assign(kernel * 20.0)
+    kernel.assign(kernel * sharpen)
+    return model
+
+
+def test_keras_transducer_equals_numpy_beam_search():
+    from tf_transducer.decoding import transducer_beam_search
+
+    model = small_transducer(4, 20.0)
     rng = np.random.default_rng(1)
     features = rng.normal(size=[3, 40, 8]).astype(np.float32)
     lengths = np.array([40, 22, 9], np.int32)
@@ -160,23 +168,9 @@ def test_keras_transducer_equals_numpy_beam_search():
 
 def test_keras_transducer_with_token_lm(tmp_path):
     """transducer_beam_graph and transducer_beam_search fuse the n-gram alike."""
-    import keras
-
-    import tf_transducer as tt
     from tf_transducer.decoding import transducer_beam_search
-    from tf_transducer.models import Transducer
 
-    keras.utils.set_random_seed(5)
-    model = Transducer(
-        6,
-        tt.layers.TransducerEncoder(16, 1, stack=2),
-        tt.layers.PredictionNetwork(6, 8, 16),
-        tt.layers.TransducerJoiner(6, 16),
-        feature_dim=8,
-    )
-    model.build()
-    kernel = model.joiner.output_projection.kernel
-    kernel.assign(kernel * 10.0)
+    model = small_transducer(5, 10.0)
     path = tmp_path / "tokens.arpa"
     path.write_text(ARPA)
     fusion = dict(token_lm=token_lm(str(path), 6), lm_scale=1.5)
