@@ -11,7 +11,9 @@ truth where the transcript matches it (difflib's matching blocks), and the
 table gives, per way: words paired, and for the words' starts and ends the
 share within 80 ms of the truth, and the median and 90th percentile of the
 error (signed: positive is late; 90th pct: of the absolute error). A word
-start is its first label's frame, its end one frame after its last label's.
+starts at the boundary label before it (the word delimiter; `timed_words`'
+default) or, "first label", at its own label; it ends one frame after its
+last label.
 
 Usage: python -m benchmarks.bench_timestamps [--checkpoint_dir DIR]
 """
@@ -33,15 +35,21 @@ CHECKPOINT = flags.DEFINE_string(
 TOLERANCE = 0.08
 
 
-def paired_errors(words, truth):
-    """(start, end) errors (seconds) of the words that match the truth's."""
+EDGES = ("start", "start, first label", "end")
+
+
+def paired_errors(words, by_label, truth):
+    """(start, start by first label, end) errors (seconds) of the words that
+    match the truth's."""
     said = [w["word"] for w in truth]
     heard = [w.word for w in words]
     errors = []
     for block in difflib.SequenceMatcher(a=said, b=heard).get_matching_blocks():
         for k in range(block.size):
             got, want = words[block.b + k], truth[block.a + k]
-            errors.append((got.start - want["start"], got.end - want["end"]))
+            errors.append((got.start - want["start"],
+                           by_label[block.b + k].start - want["start"],
+                           got.end - want["end"]))  # fmt: skip
     return errors
 
 
@@ -81,21 +89,24 @@ def main(argv):
             n = int(best.label_length[0])
             labels, at, sure = (x[0, :n] for x in (best.labels, best.frames,
                                                   best.confidence))  # fmt: skip
-            offline = timed_words(labels, at, sure, text_encoder, seconds)
             stream.transcribe(audio)
-            streamed = timed_words(stream.labels, stream.frames, stream.confidence,
-                                   text_encoder, seconds)  # fmt: skip
-            errors["offline (graph greedy)"] += paired_errors(offline, spans)
-            errors["streamed (one-program recognizer)"] += paired_errors(
-                streamed, spans
-            )
+            for way, found in (
+                ("offline (graph greedy)", (labels, at, sure)),
+                ("streamed (one-program recognizer)",
+                 (stream.labels, stream.frames, stream.confidence)),
+            ):  # fmt: skip
+                words, by_label = (
+                    timed_words(*found, text_encoder, seconds, starts=starts)
+                    for starts in ("boundary", "label")
+                )
+                errors[way] += paired_errors(words, by_label, spans)
     print(f"{CHECKPOINT.value}: {len(truth)} real recordings, {words_said} words; "
           f"{seconds * 1e3:.0f} ms per encoder frame\n")  # fmt: skip
     print("| way | words paired | edge | within 80 ms | median error | 90th pct |")
     print("| --- | --- | --- | --- | --- | --- |")
     for way, found in errors.items():
-        found = np.asarray(found).reshape(-1, 2)
-        for column, edge in enumerate(("start", "end")):
+        found = np.asarray(found).reshape(-1, len(EDGES))
+        for column, edge in enumerate(EDGES):
             error = found[:, column]
             within = np.mean(np.abs(error) <= TOLERANCE) if error.size else 0.0
             print(f"| {way} | {len(error)} / {words_said} | {edge} | {within:.1%} | "

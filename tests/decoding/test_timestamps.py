@@ -23,7 +23,10 @@ def test_characters_with_spaces():
     sure = [0.9, 0.8, 0.99, 0.5, 0.7]
     words = timed_words(labels, frames, sure, alphabet, 0.04)
     assert [w.word for w in words] == ["go", "on"]
-    np.testing.assert_allclose([w.start for w in words], [0.08, 0.32])
+    # "on" starts at the space before it (the boundary), or at its "o"
+    np.testing.assert_allclose([w.start for w in words], [0.08, 0.20])
+    by_label = timed_words(labels, frames, sure, alphabet, 0.04, starts="label")
+    np.testing.assert_allclose([w.start for w in by_label], [0.08, 0.32])
     np.testing.assert_allclose([w.end for w in words], [0.16, 0.40])  # last + 1 frame
     np.testing.assert_allclose([w.confidence for w in words], [0.8, 0.5])  # min
     mean = timed_words(labels, frames, sure, alphabet, 0.04, aggregate="mean")
@@ -41,10 +44,13 @@ def test_sentencepiece_words(delimiter):
     words = timed_words(labels, frames, [1.0] * len(labels), encoder, 0.01)
     assert " ".join(w.word for w in words) == sentence
     starts = [w.start for w in words]
-    # (a word starts at its first label with text: a lone word-mark piece
-    # decodes to nothing)
+    # (a lone word-mark piece, or the delimiter, decodes to nothing: a word
+    # starts there, or with "label" at its first label with text)
+    assert starts[0] == pytest.approx(frames[0] * 0.01)
     first = next(i for i in range(len(labels)) if encoder.decode(labels[: i + 1]))
-    assert starts[0] == pytest.approx(frames[first] * 0.01)
+    by_label = timed_words(labels, frames, [1.0] * len(labels), encoder, 0.01,
+                           starts="label")  # fmt: skip
+    assert by_label[0].start == pytest.approx(frames[first] * 0.01)
     assert starts == sorted(starts)
     assert all(w.end > w.start for w in words)
     assert words[-1].end == pytest.approx((frames[-1] + 1) * 0.01)
@@ -65,7 +71,8 @@ def test_json_lines_of_hypotheses():
     records = [json.loads(line) for line in lines]
     assert records[0] == {"file": "x", "text": "a b", "words": [
         {"word": "a", "start": 0.0, "end": 0.04, "confidence": 0.5},
-        {"word": "b", "start": 0.16, "end": 0.2, "confidence": 0.25}]}  # fmt: skip
+        {"word": "b", "start": 0.04, "end": 0.2, "confidence": 0.25}]}  # fmt: skip
+    # ("b" starts at the space before it, frame 1)
     assert records[1]["words"] == [
         {"word": "c", "start": 0.28, "end": 0.32, "confidence": 0.75}
     ]
@@ -76,6 +83,7 @@ def test_json_lines_of_hypotheses():
     [
         (lambda a: timed_words([1], [0], [1.0], a, 0.04, aggregate="max"), "aggregate"),
         (lambda a: timed_words([1, 2], [0], [1.0], a, 0.04), "as long as"),
+        (lambda a: timed_words([1], [0], [1.0], a, 0.04, starts="mid"), "starts"),
         (lambda a: frame_seconds(0, 0.01), "subsampling"),
         (lambda a: frame_seconds(4, 0), "hop_seconds"),
     ],
