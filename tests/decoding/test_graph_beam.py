@@ -16,6 +16,9 @@ from tests.decoding.test_graph_greedy import tables
 from tests.decoding.test_graph_greedy import unpad
 from tests.decoding.test_transducer_decoding import TableSteps
 from tests.decoding.test_transducer_decoding import frames
+from tf_transducer.decoding import beam_graph_start
+from tf_transducer.decoding import hotword_graph
+from tf_transducer.decoding import modified_beam_continue
 from tf_transducer.decoding import modified_beam_search
 from tf_transducer.decoding import token_lm
 from tf_transducer.decoding.graph_beam import modified_beam_graph
@@ -184,3 +187,33 @@ def test_keras_transducer_with_token_lm(tmp_path):
         transducer_beam_graph(
             model, (features, lengths), token_lm=token_lm(str(path), 4)
         )
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 5])
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+def test_chunk_by_chunk_equals_whole(trigram, chunk, traced):
+    """A stream fed in chunks (hotwords and the n-gram carried over) is
+    decoded as the whole utterance: labels, frames, confidence, scores."""
+    rng = np.random.default_rng(3)
+    phrases = [list(rng.integers(1, V, size=2)) for _ in range(2)]
+    fusion = dict(hotwords=hotword_graph(phrases, V, scores=0.7), token_lm=trigram)
+    tokens, _ = tables(3, 12, 6, False)
+    steps, lengths = table_steps(tokens), np.array([12, 9, 0], np.int32)
+    encoder = frames(3, 12)
+    whole = modified_beam_graph(encoder, lengths, steps, 3, **fusion)
+
+    def more(e, n, state):
+        return modified_beam_continue(e, n, steps, state, **fusion)
+
+    if traced:
+        more = tf.function(more, reduce_retracing=True)
+    state = beam_graph_start(steps, 3, 3, **fusion)
+    for start in range(0, 12, chunk):
+        piece = np.clip(lengths - start, 0, chunk).astype(np.int32)
+        hyps, state = more(encoder[:, start : start + chunk], piece, state)
+    assert unpad(hyps) == unpad(whole)
+    for name in ("scores", "frames", "confidence"):
+        np.testing.assert_allclose(
+            getattr(hyps, name), getattr(whole, name), rtol=1e-5, atol=1e-5
+        )
+    np.testing.assert_array_equal(state.offset, lengths)

@@ -3,6 +3,9 @@
 
 from tf_transducer.decoding.ctc import ctc_beam_search
 from tf_transducer.decoding.ctc import ctc_greedy_decode
+from tf_transducer.decoding.graph_beam import BeamGraphState
+from tf_transducer.decoding.graph_beam import beam_graph_start
+from tf_transducer.decoding.graph_beam import modified_beam_continue
 from tf_transducer.decoding.graph_beam import modified_beam_graph
 from tf_transducer.decoding.graph_beam import transducer_beam_graph
 from tf_transducer.decoding.graph_greedy import GraphHypotheses
@@ -43,6 +46,7 @@ from tf_transducer.decoding.transducer import transducer_greedy_decode
 
 __all__ = [
     "ArpaModel",
+    "BeamGraphState",
     "GraphHypotheses",
     "GraphSteps",
     "GreedyGraphState",
@@ -52,6 +56,7 @@ __all__ = [
     "TimedWord",
     "TokenLm",
     "WordScorer",
+    "beam_graph_start",
     "beam_search",
     "char_error_rate",
     "ctc_beam_search",
@@ -66,6 +71,7 @@ __all__ = [
     "label_looping_continue",
     "label_looping_greedy",
     "load_language_model",
+    "modified_beam_continue",
     "modified_beam_graph",
     "modified_beam_search",
     "neural_transducer_beam_search",

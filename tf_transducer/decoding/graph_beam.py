@@ -88,53 +88,107 @@ def _automata(hotwords, token_lm, lm_scale):
     return automata
 
 
-def modified_beam_graph(
+class BeamGraphState(NamedTuple):
+    """Where a graph beam search stands between chunks of frames.
+
+    B utterances of `beam` hypotheses each, L labels held so far:
+    scores [B, beam] (-inf: an empty slot); hashes: two int64 [B, beam]
+    hashes of each hypothesis' labels; contexts: per automaton (hotwords,
+    then the token n-gram) int32 [B, beam] states; count int32 [B, beam]
+    labels; labels, frames int32 and confidence float32 [B, beam, L];
+    decoder [B * beam, J] and predictor (list of [B * beam, ...]) of the
+    prediction network; offset int32 [B] frames already searched.
+    """
+
+    scores: tf.Tensor
+    hashes: list[tf.Tensor]
+    contexts: list[tf.Tensor]
+    count: tf.Tensor
+    labels: tf.Tensor
+    frames: tf.Tensor
+    confidence: tf.Tensor
+    decoder: tf.Tensor
+    predictor: list[tf.Tensor]
+    offset: tf.Tensor
+
+
+def beam_graph_start(
+    steps: GraphSteps,
+    batch: TensorLike,
+    beam: int = 4,
+    blank: int = 0,
+    hotwords: HotwordGraph | None = None,
+    token_lm: TokenLm | None = None,
+) -> BeamGraphState:
+    """The state of a graph beam search before any frame (B utterances)."""
+    if not isinstance(beam, int) or beam < 1:
+        raise ValueError(f"beam must be an int >= 1, got {beam!r}")
+    flat = batch * beam
+    decoder, state = steps.predict(tf.fill([flat], blank), steps.initial_state(flat))
+    first = tf.one_hot(
+        tf.zeros([batch], tf.int32), beam, on_value=0.0, off_value=-float("inf")
+    )
+    zeros, no_hash = (
+        tf.zeros([batch, beam], tf.int32),
+        tf.zeros([batch, beam], tf.int64),
+    )
+    starts = [a.start for a in _automata(hotwords, token_lm, 1.0)]
+    return BeamGraphState(
+        scores=first, hashes=[no_hash, no_hash],
+        contexts=[tf.fill([batch, beam], x) for x in starts], count=zeros,
+        labels=tf.fill([batch, beam, 0], blank),
+        frames=tf.zeros([batch, beam, 0], tf.int32),
+        confidence=tf.zeros([batch, beam, 0]), decoder=decoder, predictor=list(state),
+        offset=tf.zeros([batch], tf.int32),
+    )  # fmt: skip
+
+
+def modified_beam_continue(
     encoder: TensorLike,
     lengths: TensorLike,
     steps: GraphSteps,
-    beam: int = 4,
+    state: BeamGraphState,
     blank: int = 0,
     confidence: str = "entropy",
     hotwords: HotwordGraph | None = None,
     token_lm: TokenLm | None = None,
     lm_scale: float = 0.3,
-) -> GraphHypotheses:
-    """Batched modified beam search of an RNN-T, as one graph.
+) -> tuple[GraphHypotheses, BeamGraphState]:
+    """Modified beam search over more frames: a chunk of a stream, or all.
 
-    Args:
-      encoder: float [B, T, J] projected encoder frames.
-      lengths: int [B] valid frames of each utterance.
-      steps: the model's `GraphSteps` (a joint of token logits).
-      beam: hypotheses kept per utterance, and growths tried per frame.
-      blank: the blank class.
-      confidence: each label's confidence measure, "entropy" or "max_prob"
-        (of the distribution it was emitted from).
-      hotwords: a `HotwordGraph` whose boosts are added to the growths'
-        scores; each hypothesis' unfinished partial match is taken back
-        before the best is chosen.
-      token_lm: a `TokenLm` (a token n-gram) for shallow fusion: each
-        growth's score gains lm_scale * ln P(label | its context), and
-        each hypothesis lm_scale * ln P(</s> | context) before the best is
-        chosen (icefall's modified beam search with an n-gram).
-      lm_scale: the token n-gram's weight.
-
-    Returns:
-      `GraphHypotheses` of each utterance's best hypothesis (L = T: one
-      label per frame at most); joint_evaluations counts the joint's runs
-      on live hypotheses.
+    The arguments are `modified_beam_graph`'s. The hypotheses, their labels
+    and automaton states carry over in `state` (`beam_graph_start` at
+    first; the same beam, hotwords and token_lm throughout), so a stream
+    fed chunk by chunk is decoded as the whole utterance. Returns the best
+    hypothesis so far of each utterance (frames counted from the stream's
+    start; its hotword match taken back and the n-gram's end added, as if
+    the stream ended here) and the state.
     """
     _check_options(None, 1, blank, confidence)
     automata = _automata(hotwords, token_lm, lm_scale)
-    if not isinstance(beam, int) or beam < 1:
-        raise ValueError(f"beam must be an int >= 1, got {beam!r}")
+    if len(automata) != len(state.contexts):
+        raise ValueError(
+            f"state carries {len(state.contexts)} automaton states, the search "
+            f"has {len(automata)} (hotwords, token_lm): start it with the same"
+        )
     encoder = tf.convert_to_tensor(encoder)
     if encoder.shape.rank != 3:
         raise ValueError(f"encoder must be [B, T, J], got shape {encoder.shape}")
+    beam = state.scores.shape[1]
+    if beam is None:
+        raise ValueError("state.scores must have a known beam size: [B, beam]")
     batch, frames = tf.shape(encoder)[0], tf.shape(encoder)[1]
     lengths = tf.minimum(tf.cast(tf.reshape(lengths, [-1]), tf.int32), frames)
-    capacity = tf.maximum(frames, 1)
+    last_frame = tf.maximum(frames - 1, 0)
     flat = batch * beam
     neg_inf = tf.constant(-float("inf"))
+    # Room for one more label per frame of this chunk.
+    capacity = tf.shape(state.labels)[2] + frames
+    room = tf.stack([[0, 0], [0, 0], [0, frames]])
+    labels0 = tf.pad(state.labels, room, constant_values=blank)
+    at0 = tf.pad(state.frames, room, constant_values=-1)
+    conf0 = tf.pad(state.confidence, room)
+    offset = tf.cast(state.offset, tf.int32)
 
     def flatten(x):
         return tf.reshape(x, tf.concat([[flat], tf.shape(x)[2:]], 0))
@@ -142,16 +196,10 @@ def modified_beam_graph(
     def unflatten(x):
         return tf.reshape(x, tf.concat([[batch, beam], tf.shape(x)[1:]], 0))
 
-    start_state = steps.initial_state(flat)
-    decoder, state = steps.predict(tf.fill([flat], blank), start_state)
-    first = tf.one_hot(
-        tf.zeros([batch], tf.int32), beam, on_value=0.0, off_value=neg_inf
-    )
-
     def body(t, scores, hashes, context, count, labels, at, conf, decoder, state,
              evaluations):  # fmt: skip
         active = t < lengths  # [B]
-        frame = encoder[:, tf.minimum(t, capacity - 1)]  # [B, J]
+        frame = encoder[:, tf.minimum(t, last_frame)]  # [B, J]
         repeated = tf.repeat(frame, beam, axis=0)  # [B * beam, J]
         logits = steps.joint(repeated, decoder)
         log_probs = unflatten(tf.nn.log_softmax(tf.cast(logits, tf.float32)))
@@ -217,7 +265,9 @@ def modified_beam_graph(
         new_labels = tf.where(
             written, new_label[:, :, None], _gather_rows(labels, origin)
         )
-        new_at = tf.where(written, t, _gather_rows(at, origin))
+        new_at = tf.where(
+            written, (offset + t)[:, None, None], _gather_rows(at, origin)
+        )
         new_conf = tf.where(
             written,
             _gather_rows(_gather_rows(child_conf, parent), slot)[:, :, None],
@@ -259,29 +309,76 @@ def modified_beam_graph(
             evaluations,
         )
 
-    zeros = tf.zeros([batch, beam], tf.int32)
-    no_hash = tf.zeros([batch, beam], tf.int64)
     init = (
-        tf.constant(0), first, [no_hash, no_hash],
-        [tf.fill([batch, beam], a.start) for a in automata], zeros,
-        tf.fill([batch, beam, capacity], blank),
-        tf.fill([batch, beam, capacity], -1), tf.zeros([batch, beam, capacity]),
-        decoder, list(state), tf.zeros([batch], tf.int32),
+        tf.constant(0), state.scores, list(state.hashes), list(state.contexts),
+        state.count, labels0, at0, conf0, state.decoder, list(state.predictor),
+        tf.zeros([batch], tf.int32),
     )  # fmt: skip
-    _, scores, _, context, count, labels, at, conf, _, _, evaluations = while_fixed(
+    out = while_fixed(
         lambda t, *_: t < tf.reduce_max(tf.concat([lengths, [0]], 0)), body, init
     )
-    for automaton, state_of in zip(automata, context, strict=True):
+    after = BeamGraphState(*out[1:10], offset=offset + lengths)
+    scores = after.scores
+    for automaton, state_of in zip(automata, after.contexts, strict=True):
         scores += tf.gather(automaton.end, state_of)
     best = tf.argmax(scores, axis=1, output_type=tf.int32)[:, None]  # [B, 1]
-    return GraphHypotheses(
-        labels=_gather_rows(labels, best)[:, 0],
-        label_length=_gather_rows(count, best)[:, 0],
-        frames=_gather_rows(at, best)[:, 0],
-        confidence=_gather_rows(conf, best)[:, 0],
+    hyps = GraphHypotheses(
+        labels=_gather_rows(after.labels, best)[:, 0],
+        label_length=_gather_rows(after.count, best)[:, 0],
+        frames=_gather_rows(after.frames, best)[:, 0],
+        confidence=_gather_rows(after.confidence, best)[:, 0],
         scores=_gather_rows(scores, best)[:, 0],
-        joint_evaluations=evaluations,
+        joint_evaluations=out[10],
     )
+    return hyps, after
+
+
+def modified_beam_graph(
+    encoder: TensorLike,
+    lengths: TensorLike,
+    steps: GraphSteps,
+    beam: int = 4,
+    blank: int = 0,
+    confidence: str = "entropy",
+    hotwords: HotwordGraph | None = None,
+    token_lm: TokenLm | None = None,
+    lm_scale: float = 0.3,
+) -> GraphHypotheses:
+    """Batched modified beam search of an RNN-T, as one graph.
+
+    Args:
+      encoder: float [B, T, J] projected encoder frames.
+      lengths: int [B] valid frames of each utterance.
+      steps: the model's `GraphSteps` (a joint of token logits).
+      beam: hypotheses kept per utterance, and growths tried per frame.
+      blank: the blank class.
+      confidence: each label's confidence measure, "entropy" or "max_prob"
+        (of the distribution it was emitted from).
+      hotwords: a `HotwordGraph` whose boosts are added to the growths'
+        scores; each hypothesis' unfinished partial match is taken back
+        before the best is chosen.
+      token_lm: a `TokenLm` (a token n-gram) for shallow fusion: each
+        growth's score gains lm_scale * ln P(label | its context), and
+        each hypothesis lm_scale * ln P(</s> | context) before the best is
+        chosen (icefall's modified beam search with an n-gram).
+      lm_scale: the token n-gram's weight.
+
+    Returns:
+      `GraphHypotheses` of each utterance's best hypothesis (L = T: one
+      label per frame at most); joint_evaluations counts the joint's runs
+      on live hypotheses.
+    """
+    _check_options(None, 1, blank, confidence)
+    _automata(hotwords, token_lm, lm_scale)  # (checked before the start)
+    encoder = tf.convert_to_tensor(encoder)
+    if encoder.shape.rank != 3:
+        raise ValueError(f"encoder must be [B, T, J], got shape {encoder.shape}")
+    start = beam_graph_start(
+        steps, tf.shape(encoder)[0], beam, blank, hotwords, token_lm
+    )
+    hyps, _ = modified_beam_continue(encoder, lengths, steps, start, blank, confidence,
+                                     hotwords, token_lm, lm_scale)  # fmt: skip
+    return hyps
 
 
 def transducer_beam_graph(
