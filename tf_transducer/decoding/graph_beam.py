@@ -317,7 +317,9 @@ def modified_beam_continue(
     out = while_fixed(
         lambda t, *_: t < tf.reduce_max(tf.concat([lengths, [0]], 0)), body, init
     )
-    after = BeamGraphState(*out[1:10], offset=offset + lengths)
+    _, scores, hashes, contexts, count, labels, at, conf, decoder, predictor = out[:10]
+    after = BeamGraphState(scores, hashes, contexts, count, labels, at, conf, decoder,
+                           predictor, offset + lengths)  # fmt: skip
     scores = after.scores
     for automaton, state_of in zip(automata, after.contexts, strict=True):
         scores += tf.gather(automaton.end, state_of)
