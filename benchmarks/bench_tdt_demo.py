@@ -10,6 +10,9 @@ FusedTdtLoss). Then, on the synthetic test voices and on the real
 recordings, with one thread:
 
   * WER of greedy and of beam search (beam 4, standard), Keras;
+  * the utterances greedy search gets wrong, and how many of those are
+    search errors (the model gives the transcript a higher probability
+    than the labels found: -log P by the loss) rather than model errors;
   * joint evaluations per utterance of greedy search (TDT: counted by the
     search; RNN-T: encoder frames + emitted symbols, the joiner's runs);
   * wall time per utterance, Keras (traced step functions): of the
@@ -176,6 +179,47 @@ def search_costs(model, batch, loss, graph):
             graph_done - done)  # fmt: skip
 
 
+def path_cost(model, batch, labels):
+    """-log P(labels | utterance) under the model (its loss, sigma = 0)."""
+    import tensorflow as tf
+
+    from tf_transducer.ops import rnnt_loss
+    from tf_transducer.ops import tdt_loss
+
+    encoded, frames = model.encode(
+        (batch["features"], batch["feature_length"]), training=False
+    )
+    symbols = tf.constant([labels or [0]], tf.int32)
+    decoded = model.predictor(tf.concat([[[0]], symbols], 1), training=False)
+    encoder = model.joiner.project_encoder(encoded)[:, :, None]
+    decoder = model.joiner.project_decoder(decoded)[:, None]
+    options = dict(reduction="none", logit_lengths=frames, label_lengths=[len(labels)])
+    durations = getattr(model.joiner, "durations", None)
+    if durations is None:
+        logits = model.joiner.joint(encoder, decoder)
+        return float(rnnt_loss(logits, symbols, 0, **options)[0])
+    tokens, durs = model.joiner.joint_heads(encoder, decoder)
+    return float(tdt_loss(tokens, durs, symbols, 0, durations, **options)[0])
+
+
+def search_errors(model, data):
+    """(greedy errors, of which search errors): an utterance whose greedy
+    labels differ from its transcript's is a search error if the model
+    gives the transcript the higher probability."""
+    from tf_transducer.decoding import transducer_greedy_decode
+
+    errors = found = 0
+    for batch in data.dataset(1, shuffle=False):
+        hyp = transducer_greedy_decode(
+            model, (batch["features"], batch["feature_length"])
+        )[0]
+        ref = [int(x) for x in batch["labels"][0].numpy() if x > 0]
+        if hyp != ref:
+            errors += 1
+            found += path_cost(model, batch, ref) < path_cost(model, batch, hyp)
+    return errors, found
+
+
 def evaluate(loss, seed):
     import tensorflow as tf
 
@@ -210,6 +254,7 @@ def evaluate(loss, seed):
         for i, key in enumerate(("encode_ms", "greedy_search_ms", "beam_search_ms")):
             row[key] = sum(c[i] for c in costs) * 1e3 / count
         row["joint_evals"] = sum(c[3] for c in costs) / count
+        row["wrong"], row["search_errors"] = search_errors(model, data)
         row["graph_greedy_ms"] = sum(c[4] for c in costs) * 1e3 / count
         if not os.path.isdir(export_dir):
             export_transducer(model, export_dir, text_encoder, features)
@@ -242,6 +287,8 @@ def child(mode, loss, seed):
 COLUMNS = (
     ("greedy_wer", "greedy WER", "{:.3f}"),
     ("beam_wer", "beam 4 WER", "{:.3f}"),
+    ("wrong", "greedy: wrong utts", "{:.0f}"),
+    ("search_errors", "of them search errors", "{:.0f}"),
     ("joint_evals", "joint evals / utt", "{:.1f}"),
     ("encode_ms", "encoder ms / utt", "{:.1f}"),
     ("greedy_search_ms", "greedy search ms / utt", "{:.1f}"),
