@@ -13,7 +13,8 @@ share within 80 ms of the truth, and the median and 90th percentile of the
 error (signed: positive is late; 90th pct: of the absolute error). A word
 starts at the boundary label before it (the word delimiter; `timed_words`'
 default) or, "first label", at its own label; it ends one frame after its
-last label.
+last label. "start, after a boundary": the words that had a boundary label
+before them.
 
 Usage: python -m benchmarks.bench_timestamps [--checkpoint_dir DIR]
 """
@@ -33,23 +34,26 @@ CHECKPOINT = flags.DEFINE_string(
     "checkpoint_dir", "runs/digits_demo/checkpoint", "A trained run's folder."
 )
 TOLERANCE = 0.08
+NAN = float("nan")
 
 
-EDGES = ("start", "start, first label", "end")
+EDGES = ("start", "start, first label", "end", "start, after a boundary")
 
 
 def paired_errors(words, by_label, truth):
-    """(start, start by first label, end) errors (seconds) of the words that
-    match the truth's."""
+    """(start, start by first label, end, start if a boundary label came
+    before the word else NaN) errors (seconds) of the words that match the
+    truth's."""
     said = [w["word"] for w in truth]
     heard = [w.word for w in words]
     errors = []
     for block in difflib.SequenceMatcher(a=said, b=heard).get_matching_blocks():
         for k in range(block.size):
             got, want = words[block.b + k], truth[block.a + k]
-            errors.append((got.start - want["start"],
-                           by_label[block.b + k].start - want["start"],
-                           got.end - want["end"]))  # fmt: skip
+            label = by_label[block.b + k]
+            after = got.start - want["start"] if got.start < label.start else NAN
+            errors.append((got.start - want["start"], label.start - want["start"],
+                           got.end - want["end"], after))  # fmt: skip
     return errors
 
 
@@ -108,6 +112,7 @@ def main(argv):
         found = np.asarray(found).reshape(-1, len(EDGES))
         for column, edge in enumerate(EDGES):
             error = found[:, column]
+            error = error[~np.isnan(error)]  # (only words after a boundary)
             within = np.mean(np.abs(error) <= TOLERANCE) if error.size else 0.0
             print(f"| {way} | {len(error)} / {words_said} | {edge} | {within:.1%} | "
                   f"{np.median(error) * 1e3:+.0f} ms | "
