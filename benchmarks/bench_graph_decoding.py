@@ -89,6 +89,8 @@ def timed(function, rounds):
 
 
 def measure(tdt, tf):
+    import keras
+
     from tf_transducer.decoding import greedy_search
     from tf_transducer.decoding import keras_graph_steps
     from tf_transducer.decoding import label_looping_greedy
@@ -97,6 +99,7 @@ def measure(tdt, tf):
     from tf_transducer.decoding.keras_steps import encode_projected
     from tf_transducer.models import Transducer
 
+    keras.utils.set_random_seed(0)  # the same random model in every run
     joiner = {"durations": DURATIONS} if tdt else None
     model = Transducer.from_preset("conformer-10m", CLASSES, joiner=joiner,
                                    feature_dim=MELS)  # fmt: skip
