@@ -16,10 +16,11 @@ once it has heard enough of it (a whole-word label some 200-300 ms in),
 but the boundary class as the next word sets in: on the demo's real
 recordings with known word times, starts within 80 ms went from 0% of the
 words (first label) to 35-72% of all words and 42-90% of those with a
-boundary before them (benchmarks/bench_timestamps.py). "label" starts every word at its first
-label. Frames become seconds through the encoder's subsampling and the
-features' hop (`frame_seconds`). A word's confidence aggregates its
-labels' ("min", as NeMo's default, "mean" or "prod").
+boundary before them (benchmarks/bench_timestamps.py). "label" starts
+every word at its first label. Frames become seconds through the
+encoder's subsampling and the features' hop (`frame_seconds`). A word's
+confidence aggregates its labels' ("min", as NeMo's default, "mean" or
+"prod").
 """
 
 import json
