@@ -120,7 +120,11 @@ def beam_graph_start(
     hotwords: HotwordGraph | None = None,
     token_lm: TokenLm | None = None,
 ) -> BeamGraphState:
-    """The state of a graph beam search before any frame (B utterances)."""
+    """The state of a graph beam search before any frame (B utterances).
+
+    Pass the hotwords and token_lm the search will use: each gives the
+    hypotheses a state to start from.
+    """
     if not isinstance(beam, int) or beam < 1:
         raise ValueError(f"beam must be an int >= 1, got {beam!r}")
     flat = batch * beam
@@ -162,7 +166,7 @@ def modified_beam_continue(
     fed chunk by chunk is decoded as the whole utterance. Returns the best
     hypothesis so far of each utterance (frames counted from the stream's
     start; its hotword match taken back and the n-gram's end added, as if
-    the stream ended here) and the state.
+    the stream ended here; joint_evaluations of this call) and the state.
     """
     _check_options(None, 1, blank, confidence)
     automata = _automata(hotwords, token_lm, lm_scale)
