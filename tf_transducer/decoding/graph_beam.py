@@ -37,6 +37,7 @@ from tf_transducer.decoding.graph_greedy import _token_confidence
 from tf_transducer.decoding.graph_greedy import keras_graph_steps
 from tf_transducer.decoding.graph_greedy import while_fixed
 from tf_transducer.decoding.hotwords import HotwordGraph
+from tf_transducer.decoding.hotwords import check_hotwords
 from tf_transducer.decoding.token_lm import TokenLm
 from tf_transducer.decoding.token_lm import check_token_lm
 
@@ -72,15 +73,28 @@ class _Automaton(NamedTuple):
     start: int
 
 
+def _check_automata(hotwords, token_lm, lm_scale):
+    """Clear errors for bad hotwords, token_lm or lm_scale; their start states."""
+    starts = []
+    if hotwords is not None:
+        check_hotwords(hotwords)
+        starts.append(0)
+    if token_lm is not None:
+        check_token_lm(token_lm)
+        if not isinstance(lm_scale, int | float) or not lm_scale >= 0:
+            raise ValueError(f"lm_scale must be a number >= 0, got {lm_scale!r}")
+        starts.append(int(token_lm.start))
+    return starts
+
+
 def _automata(hotwords, token_lm, lm_scale):
+    """The automata's tables as tensors (hotwords first, then the n-gram)."""
+    _check_automata(hotwords, token_lm, lm_scale)
     automata = []
     if hotwords is not None:  # unfinished partial matches give their boost back
         tables = _hotword_tables(hotwords)
         automata.append(_Automaton(tables.goto, tables.delta, -tables.depth, 0))
     if token_lm is not None:
-        check_token_lm(token_lm)
-        if not isinstance(lm_scale, int | float) or not lm_scale >= 0:
-            raise ValueError(f"lm_scale must be a number >= 0, got {lm_scale!r}")
         automata.append(_Automaton(
             tf.constant(token_lm.goto), tf.constant(lm_scale * token_lm.logp),
             tf.constant(lm_scale * token_lm.final), int(token_lm.start),
@@ -136,7 +150,7 @@ def beam_graph_start(
         tf.zeros([batch, beam], tf.int32),
         tf.zeros([batch, beam], tf.int64),
     )
-    starts = [a.start for a in _automata(hotwords, token_lm, 1.0)]
+    starts = _check_automata(hotwords, token_lm, 0.0)  # (no tables built)
     return BeamGraphState(
         scores=first, hashes=[no_hash, no_hash],
         contexts=[tf.fill([batch, beam], x) for x in starts], count=zeros,
@@ -375,7 +389,7 @@ def modified_beam_graph(
       on live hypotheses.
     """
     _check_options(None, 1, blank, confidence)
-    _automata(hotwords, token_lm, lm_scale)  # (checked before the start)
+    _check_automata(hotwords, token_lm, lm_scale)  # (before the start)
     encoder = tf.convert_to_tensor(encoder)
     if encoder.shape.rank != 3:
         raise ValueError(f"encoder must be [B, T, J], got shape {encoder.shape}")
