@@ -20,8 +20,15 @@ Three measurements, each case in its own process:
     (the whole process) stays under --cap_gib for the unfused path, then one
     step of the fused path at --batch_factor times that batch.
 
+The fused path's CPU matrix products take the best instruction path the
+CPU runs (`tf_transducer.ops.cpu_gemm_paths`); --gemm_paths times the fused
+step on each path named (TF_TRANSDUCER_CPU_GEMM), and --baseline_library
+with another build of the op library, beside the same unfused step. The
+CPU's name and flags are printed first.
+
 Usage: python -m benchmarks.bench_joint_loss [--rounds 5] [--cap_gib 6]
-  [--loss rnnt|tdt] [--dtypes float32,bfloat16]
+  [--loss rnnt|tdt] [--dtypes float32,bfloat16] [--gemm_paths avx2,avx512]
+  [--baseline_library OLD/_ops.so] [--noshow_memory]
 """
 
 import json
@@ -44,6 +51,17 @@ FACTOR = flags.DEFINE_integer("batch_factor", 8, "Fused batch = this x unfused."
 SKIP_TIME = flags.DEFINE_bool("skip_time", False, "Only memory and the cap test.")
 LOSS = flags.DEFINE_enum("loss", "rnnt", ["rnnt", "tdt"], "The loss of the joint.")
 DTYPE_LIST = flags.DEFINE_list("dtypes", list(DTYPES), "The inputs' dtypes.")
+GEMM_PATHS = flags.DEFINE_list(
+    "gemm_paths", [], "Time the fused step on each of these CPU product paths "
+    "(default: the best one the CPU runs)."
+)  # fmt: skip
+BASELINE = flags.DEFINE_string(
+    "baseline_library", None, "Also time the fused step with this build of "
+    "_ops.so (TF_TRANSDUCER_OPS_LIBRARY; e.g. an older commit's)."
+)  # fmt: skip
+SHOW_MEMORY = flags.DEFINE_bool(
+    "show_memory", True, "After the times, the memory and the batch-cap tests."
+)
 WORKER = flags.DEFINE_string(
     "worker", None, "Internal: 'mode,loss,impl,dtype,B,T,U,V,J'."
 )
@@ -142,24 +160,55 @@ def child(spec):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def cpu_description():
+    """The CPU's model name, its matrix-relevant flags and the product paths."""
+    from tf_transducer.ops import cpu_gemm_paths
+
+    name, found = "unknown CPU", []
+    wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
+              "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16")  # fmt: skip
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    name = value.strip()
+                if key.strip() == "flags":
+                    found = [x for x in wanted if x in value.split()]
+                    break
+    except OSError:
+        pass
+    paths = cpu_gemm_paths()
+    shown = " ".join(found) or "none of " + " ".join(wanted)
+    supported = ", ".join(paths.supported)
+    return (f"CPU: {name}; flags: {shown}; product paths: {supported} "
+            f"(default {paths.active})")  # fmt: skip
+
+
 def timings():
-    print("| (B, T, U, V, J) | dtype | unfused s | fused s | fused / unfused |")
-    print("| --- | --- | --- | --- | --- |")
+    paths = GEMM_PATHS.value or [None]
+    variants = {p: [] if p is None else [f"TF_TRANSDUCER_CPU_GEMM={p}"] for p in paths}
+    if BASELINE.value:
+        variants["baseline"] = [f"TF_TRANSDUCER_OPS_LIBRARY={BASELINE.value}"]
+    print("| (B, T, U, V, J) | dtype | path | unfused s | fused s | fused / unfused |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for shape in SHAPES:
         for dtype in DTYPE_LIST.value:
             spec = ",".join(map(str, shape))
-            medians, _ = _harness.run_interleaved(
-                {
-                    impl: [
-                        *_harness.self_command(__spec__),
-                        f"--worker=time,{LOSS.value},{impl},{dtype},{spec}",
-                    ]
-                    for impl in ("unfused", "fused")
-                },
-                ROUNDS.value,
-            )
-            u, f = medians["unfused"], medians["fused"]
-            print(f"| {shape} | {dtype} | {u:.3f} | {f:.3f} | {f / u:.2f}x |")
+            commands = {
+                "unfused": [*_harness.self_command(__spec__),
+                            f"--worker=time,{LOSS.value},unfused,{dtype},{spec}"]
+            }  # fmt: skip
+            for path, env in variants.items():
+                worker = f"--worker=time,{LOSS.value},fused,{dtype},{spec}"
+                command = [*_harness.self_command(__spec__), worker]
+                commands[path] = ["env", *env, *command] if env else command
+            medians, _ = _harness.run_interleaved(commands, ROUNDS.value)
+            u = medians["unfused"]
+            for path in variants:
+                f = medians[path]
+                row = (shape, dtype, path or "default", f"{u:.3f}", f"{f:.3f}")
+                print(f"| {' | '.join(map(str, row))} | {f / u:.2f}x |")
 
 
 def memory():
@@ -202,10 +251,12 @@ def main(argv):
     if WORKER.value:
         worker(WORKER.value)
         return
+    print(cpu_description(), flush=True)
     if not SKIP_TIME.value:
         timings()
-    memory()
-    batch_under_cap()
+    if SHOW_MEMORY.value:
+        memory()
+        batch_under_cap()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "cc/kernels/half_types.h"
@@ -76,11 +77,24 @@ struct TileBuffers {
   std::vector<int64_t> t, s;  // each row's cell
 };
 
+// bfloat16 inputs multiply in bfloat16 (float32 sums) where the CPU can, as
+// TensorFlow's own bfloat16 matmuls do; float16 and wider ones in T.
+template <typename L>
+constexpr bool kBf16Products = std::is_same_v<L, BFloat16>;
+
+// The joint's weight [J, C] packed for the products h W, once per op call.
+template <typename T, typename L>
+tile_gemm::PackedB<T> PackWeight(const TileInputs<T, L>& in) {
+  return tile_gemm::PackForProducts(
+      in.J, in.C, tile_gemm::RowMajor(in.wide_weight, in.C), kBf16Products<L>);
+}
+
 // The tile's rows (the cells with keep(t, s)), their h [rows, J] and l
-// [rows, C] in `buf`; returns the number of rows.
+// [rows, C] in `buf`; returns the number of rows.  weight: PackWeight(in).
 template <typename T, typename L, typename Keep>
-int64_t FormTile(const TileInputs<T, L>& in, const Tile& tile, Keep keep,
-                 TileBuffers<T>* buf) {
+int64_t FormTile(const TileInputs<T, L>& in,
+                 const tile_gemm::PackedB<T>& weight, const Tile& tile,
+                 Keep keep, TileBuffers<T>* buf) {
   const int64_t J = in.J, C = in.C;
   buf->t.clear();
   buf->s.clear();
@@ -112,9 +126,8 @@ int64_t FormTile(const TileInputs<T, L>& in, const Tile& tile, Keep keep,
     case JointActivation::kIdentity:
       break;
   }
-  tile_gemm::Gemm(rows, C, J, tile_gemm::RowMajor(buf->hidden.data(), J),
-                  tile_gemm::RowMajor(in.wide_weight, C), buf->logits.data(), C,
-                  /*accumulate=*/false);
+  tile_gemm::Gemm(rows, tile_gemm::RowMajor(buf->hidden.data(), J), weight,
+                  buf->logits.data(), C, /*accumulate=*/false);
   for (int64_t r = 0; r < rows; ++r) {
     T* l = buf->logits.data() + r * C;
     for (int64_t c = 0; c < C; ++c) l[c] += in.wide_bias[c];
@@ -151,6 +164,7 @@ void JointLogProbs(const TileInputs<T, L>& in, const RnntProblem<T, T>& pr,
   std::fill(pr.py, pr.py + B * (S + 1) * T_len, kNegInf);
   std::fill(pr.norms, pr.norms + B * T_len * (S + 1), T(0));
   const std::vector<Tile> tiles = MakeTiles(pr.boundary, B);
+  const tile_gemm::PackedB<T> weight = PackWeight(in);
   const auto all = [](int64_t, int64_t) { return true; };
   pool->ParallelFor(
       tiles.size(),
@@ -159,7 +173,7 @@ void JointLogProbs(const TileInputs<T, L>& in, const RnntProblem<T, T>& pr,
         TileBuffers<T> buf;
         for (int64_t i = begin; i < end; ++i) {
           const Tile& tile = tiles[i];
-          const int64_t rows = FormTile(in, tile, all, &buf);
+          const int64_t rows = FormTile(in, weight, tile, all, &buf);
           for (int64_t r = 0; r < rows; ++r) {
             const int64_t t = buf.t[r], s = buf.s[r];
             const T* l = buf.logits.data() + r * C;
@@ -200,12 +214,12 @@ struct GradientPlan {
 };
 
 // Pass 3: the gradients of encoder, predictor, weight and bias (type L) of
-// sum_b rows.scale[b] * scores[b].  Scratch: weight_t [C, J], sums
-// [plan.shards * plan.per_shard] and d_encoder [B, T, J] (any contents).
+// sum_b rows.scale[b] * scores[b].  Scratch: sums [plan.shards *
+// plan.per_shard] and d_encoder [B, T, J] (any contents).
 template <typename T, typename L>
 void JointGradient(const TileInputs<T, L>& in,
                    const RnntGradientProblem<T, T>& p, const GradientPlan& plan,
-                   T* weight_t, T* sums, T* d_encoder, L* const outputs[4],
+                   T* sums, T* d_encoder, L* const outputs[4],
                    ThreadPool* pool) {
   const int64_t B = in.B, T_len = in.T_len, S = in.S, C = in.C, J = in.J;
   const int64_t shards = plan.shards, per_shard = plan.per_shard;
@@ -214,12 +228,10 @@ void JointGradient(const TileInputs<T, L>& in,
     return RnntGradientRow<T>::Of(p.px_grad, p.py_grad, b, t, s, S, T_len, p.T1,
                                   p.constrained, p.emit, p.clamp, p.scale[b]);
   };
-  // W^T, once: the products dh = G W^T then read it row by row.
-  for (int64_t j = 0; j < J; ++j) {
-    for (int64_t c = 0; c < C; ++c) {
-      weight_t[c * J + j] = in.wide_weight[j * C + c];
-    }
-  }
+  // W for the recomputed logits and W^T for dh = G W^T, packed once.
+  const tile_gemm::PackedB<T> weight = PackWeight(in);
+  const tile_gemm::PackedB<T> weight_t = tile_gemm::PackForProducts(
+      C, J, tile_gemm::Transposed(in.wide_weight, C), kBf16Products<L>);
   std::fill(sums, sums + shards * per_shard, T(0));
   std::fill(d_encoder, d_encoder + B * T_len * J, T(0));
 
@@ -237,7 +249,7 @@ void JointGradient(const TileInputs<T, L>& in,
         const auto g = row_gradient(b, t, s);
         return g.gx + g.gy != T(0);
       };
-      const int64_t rows = FormTile(in, tile, used, &buf);
+      const int64_t rows = FormTile(in, weight, tile, used, &buf);
       if (rows == 0) continue;
       // l -> G in place (rnnt_loss_op.cc's pass 3 on each row).
       for (int64_t r = 0; r < rows; ++r) {
@@ -255,11 +267,11 @@ void JointGradient(const TileInputs<T, L>& in,
       }
       const T* G = buf.logits.data();
       tile_gemm::Gemm(J, C, rows, tile_gemm::Transposed(buf.hidden.data(), J),
-                      tile_gemm::RowMajor(G, C), dw, C, /*accumulate=*/true);
+                      tile_gemm::RowMajor(G, C), dw, C, /*accumulate=*/true,
+                      kBf16Products<L>);
       buf.d_hidden.resize(rows * J);
-      tile_gemm::Gemm(rows, J, C, tile_gemm::RowMajor(G, C),
-                      tile_gemm::RowMajor<T>(weight_t, J), buf.d_hidden.data(),
-                      J, /*accumulate=*/false);
+      tile_gemm::Gemm(rows, tile_gemm::RowMajor(G, C), weight_t,
+                      buf.d_hidden.data(), J, /*accumulate=*/false);
       ThroughActivation(in.activation, buf.hidden.data(), buf.d_hidden.data(),
                         rows * J);
       for (int64_t r = 0; r < rows; ++r) {

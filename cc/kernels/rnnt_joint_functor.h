@@ -98,18 +98,17 @@ struct RnntJointLossGrad<CpuDevice, T, L> {
                           const RnntJointInputs<L>& joint, bool,
                           const RnntGradientProblem<T, T>& rows,
                           L* const d[4]) {
-    tensorflow::Tensor wide[2], weight_t, sums, d_encoder;
+    tensorflow::Tensor wide[2], sums, d_encoder;
     joint_cpu::TileInputs<T, L> in;
     TF_RETURN_IF_ERROR((TileInputsOf<T, L>(ctx, joint, wide, &in)));
     joint_cpu::ThreadPool* pool = CpuWorkers(ctx);
     const joint_cpu::GradientPlan plan(joint.B, joint.T_len, joint.S, joint.C,
                                        joint.J, pool->NumThreads());
-    T *wt, *acc, *de;
-    TF_RETURN_IF_ERROR(Scratch(ctx, joint.C * joint.J, &weight_t, &wt));
+    T *acc, *de;
     TF_RETURN_IF_ERROR(Scratch(ctx, plan.shards * plan.per_shard, &sums, &acc));
     TF_RETURN_IF_ERROR(
         Scratch(ctx, joint.B * joint.T_len * joint.J, &d_encoder, &de));
-    joint_cpu::JointGradient(in, rows, plan, wt, acc, de, d, pool);
+    joint_cpu::JointGradient(in, rows, plan, acc, de, d, pool);
     return absl::OkStatus();
   }
 };

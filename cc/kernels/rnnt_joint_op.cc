@@ -35,6 +35,7 @@
 #include "cc/kernels/rnnt_joint_functor.h"
 #include "cc/kernels/rnnt_loss.h"
 #include "cc/kernels/rnnt_recursion.h"
+#include "cc/kernels/tile_gemm.h"
 
 namespace tf_transducer {
 
@@ -123,6 +124,10 @@ struct JointAttrs : RnntAttrs {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation_name));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("allow_tf32", &allow_tf32));
     activation = ParseJointActivation(activation_name);
+    // A TF_TRANSDUCER_CPU_GEMM this CPU cannot follow fails every joint op.
+    const std::string gemm_error = tile_gemm::EnvironmentError();
+    OP_REQUIRES(ctx, gemm_error.empty(),
+                absl::InvalidArgumentError(gemm_error));
   }
 };
 

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Custom TensorFlow ops and their pure-TensorFlow equivalents."""
 
+from tf_transducer.ops._loader import CpuGemmPaths
 from tf_transducer.ops._loader import OpLibraryError
+from tf_transducer.ops._loader import cpu_gemm_paths
 from tf_transducer.ops.mutual_information import in_xla_context
 from tf_transducer.ops.mutual_information import mutual_information_recursion
 from tf_transducer.ops.mutual_information_tf import mutual_information_recursion_tf
@@ -23,7 +25,9 @@ from tf_transducer.ops.tdt_pruned import tdt_loss_pruned
 from tf_transducer.ops.tdt_simple import tdt_loss_simple
 
 __all__ = [
+    "CpuGemmPaths",
     "OpLibraryError",
+    "cpu_gemm_paths",
     "do_rnnt_pruning",
     "get_rnnt_logprobs",
     "get_rnnt_logprobs_joint",

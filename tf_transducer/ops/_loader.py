@@ -6,11 +6,13 @@ load instead (e.g. one built with TT_CUDA=1 elsewhere; `make test-cuda-build`
 runs the tests on such a build).
 """
 
+import ctypes
 import functools
 import logging
 import os
 import re
 from typing import Any
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -113,3 +115,38 @@ def op_library(path: str = LIBRARY_PATH) -> Any:
             f"{path} (built for TensorFlow {version}) failed to load into "
             f"TensorFlow {tf.__version__}: {e}. Rebuild it with: {REBUILD_COMMAND}"
         ) from e
+
+
+class CpuGemmPaths(NamedTuple):
+    """The instruction paths of the fused joint's CPU matrix products."""
+
+    active: str
+    supported: tuple[str, ...]
+
+
+def cpu_gemm_paths() -> CpuGemmPaths:
+    """Which instructions `rnnt_loss_joint` / `tdt_loss_joint` multiply with.
+
+    The CPU kernels form each tile's logits (and their gradients) with their
+    own matrix products, compiled for several instruction sets; the best one
+    the CPU runs is picked when the library loads:
+    "plain" (SSE2), "avx2" (AVX2 and FMA), "avx512" (AVX-512 F/VL/BW/DQ) or
+    "avx512_bf16" (avx512, and bfloat16 inputs multiplied in bfloat16 with
+    float32 sums by VDPBF16PS, as TensorFlow's own bfloat16 matmuls on such
+    CPUs; every other path, and float16 inputs, multiply in float32).
+    The environment variable TF_TRANSDUCER_CPU_GEMM, read when the library
+    loads, forces one; a path this CPU lacks makes the joint ops fail with an
+    error that names it.
+
+    Returns:
+      (active: the path the products take, supported: the paths this CPU
+      runs, worst to best).
+    """
+    op_library()  # loaded once, checked against this TensorFlow
+    library = ctypes.CDLL(LIBRARY_PATH)
+    names = []
+    for symbol in ("TfTransducerCpuGemmPath", "TfTransducerCpuGemmPaths"):
+        function = getattr(library, symbol)
+        function.restype = ctypes.c_char_p
+        names.append(function().decode("ascii"))
+    return CpuGemmPaths(names[0], tuple(names[1].split(",")))

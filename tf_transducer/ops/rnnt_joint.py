@@ -143,7 +143,8 @@ def rnnt_loss_joint(
     bfloat16 inputs run on tensor cores with their operands (the hidden
     activations and the logits' gradient too) in the inputs' type and
     float32 accumulation, as 16-bit matrix products do everywhere; float32
-    products run exactly unless `allow_tf32`.
+    products run exactly unless `allow_tf32`. On a CPU with AVX512_BF16 the
+    products of bfloat16 inputs do the same (`cpu_gemm_paths`).
 
     Args:
       encoder: float [B, T, J], the encoder's projection into the joint.
@@ -167,7 +168,7 @@ def rnnt_loss_joint(
       allow_tf32: on a GPU, run float32 inputs' matrix products on tensor
         cores in TF32 (10 mantissa bits, float32 accumulation), as torch's
         `allow_tf32`; off (the default), they are exact float32. The CPU
-        kernels and float64 always multiply exactly; under XLA the products
+        kernels multiply float32 and float64 exactly; under XLA the products
         follow TensorFlow's own TF32 setting
         (`tf.config.experimental.enable_tensor_float_32_execution`).
 

@@ -85,7 +85,8 @@ def tdt_loss_joint(
     joint in the module docstring, and the gradients of all six float
     inputs, with memory that does not grow with the vocabulary. float16 and
     bfloat16 inputs are computed in float32 (the loss is float32, the
-    gradients of the inputs' dtype).
+    gradients of the inputs' dtype); their matrix products as
+    `rnnt_loss_joint`'s.
 
     Args:
       encoder: float [B, T, J], the encoder's projection into the joint.
