@@ -51,6 +51,9 @@ FACTOR = flags.DEFINE_integer("batch_factor", 8, "Fused batch = this x unfused."
 SKIP_TIME = flags.DEFINE_bool("skip_time", False, "Only memory and the cap test.")
 LOSS = flags.DEFINE_enum("loss", "rnnt", ["rnnt", "tdt"], "The loss of the joint.")
 DTYPE_LIST = flags.DEFINE_list("dtypes", list(DTYPES), "The inputs' dtypes.")
+SHAPE_LIST = flags.DEFINE_list(
+    "shapes", [str(i) for i in range(len(SHAPES))], "Indices into SHAPES to run."
+)
 GEMM_PATHS = flags.DEFINE_list(
     "gemm_paths", [], "Time the fused step on each of these CPU product paths "
     "(default: the best one the CPU runs)."
@@ -192,7 +195,7 @@ def timings():
         variants["baseline"] = [f"TF_TRANSDUCER_OPS_LIBRARY={BASELINE.value}"]
     print("| (B, T, U, V, J) | dtype | path | unfused s | fused s | fused / unfused |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for shape in SHAPES:
+    for shape in (SHAPES[int(i)] for i in SHAPE_LIST.value):
         for dtype in DTYPE_LIST.value:
             spec = ",".join(map(str, shape))
             commands = {
