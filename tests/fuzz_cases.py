@@ -1552,6 +1552,118 @@ def tdt_family_cases(rng, i):
     return Case(kind, lambda: fused(*bad), False, ["encoder"])
 
 
+def graph_decoding_cases(rng, i):
+    """The graph searches (issue 44): found_share, streaming beam state,
+    token n-gram fusion and their bad inputs, on table-driven steps."""
+    from tests.decoding.test_graph_greedy import V
+    from tests.decoding.test_graph_greedy import reference
+    from tests.decoding.test_graph_greedy import table_steps
+    from tests.decoding.test_graph_greedy import tables
+    from tests.decoding.test_graph_greedy import unpad
+    from tests.decoding.test_token_lm import ARPA
+    from tests.decoding.test_transducer_decoding import frames
+    from tf_transducer.decoding import beam_graph_start
+    from tf_transducer.decoding import label_looping_greedy
+    from tf_transducer.decoding import modified_beam_continue
+    from tf_transducer.decoding import token_lm
+    from tf_transducer.decoding.graph_beam import modified_beam_graph
+
+    B, T = 2, int(rng.integers(1, 6))
+    tokens, _ = tables(B, T, int(rng.integers(1000)), False)
+    steps, encoder = table_steps(tokens), frames(B, T)
+    lengths = np.array([T, int(rng.integers(0, T + 1))])
+    beam = int(rng.integers(1, 4))
+    folder = tempfile.mkdtemp(prefix="fuzz-graph-")
+    arpa = os.path.join(folder, "tokens.arpa")
+    with open(arpa, "w") as f:
+        f.write(ARPA)  # a trigram over labels 1-4 (4: no class of the tables)
+
+    kind = ["greedy_share", "share_bad", "beam_stream", "beam_lm", "lm_classes",
+            "lm_scale", "lm_type", "vocab_size", "arpa_missing", "state_mismatch",
+            "beam_bad"][i % 11]  # fmt: skip
+    if kind == "greedy_share":
+        share = float(rng.uniform(0.01, 1.0))
+        want = reference(tokens, None, lengths, 3).hyps
+
+        def check(hyps):
+            got = unpad(hyps)
+            return None if got == want else f"labels {got} != numpy search's {want}"
+
+        return Case(kind, lambda: label_looping_greedy(encoder, lengths, steps,
+                                                       found_share=share),
+                    check=check)  # fmt: skip
+    if kind == "share_bad":
+        share = [0.0, -0.5, 1.5, float("nan"), "half", None][int(rng.integers(6))]
+        return Case(kind, lambda: label_looping_greedy(encoder, lengths, steps,
+                                                       found_share=share),
+                    False, ["found_share"])  # fmt: skip
+    if kind == "beam_stream":  # chunk by chunk = the whole utterance
+        cut = int(rng.integers(0, T + 1))
+        whole = modified_beam_graph(encoder, lengths, steps, beam)
+
+        def streamed():
+            state = beam_graph_start(steps, B, beam)
+            for a, b in ((0, cut), (cut, T)):
+                part = np.clip(lengths - a, 0, b - a)
+                hyps, state = modified_beam_continue(
+                    encoder[:, a:b], part, steps, state
+                )
+            return hyps
+
+        def check(hyps):
+            if unpad(hyps) != unpad(whole):
+                return f"streamed {unpad(hyps)} != whole {unpad(whole)}"
+            return close(np.asarray(whole.scores))(hyps.scores)
+
+        return Case(kind, streamed, check=check)
+    if kind == "beam_lm":  # against the numpy search with the same n-gram
+        from tests.decoding.test_graph_beam import check_equal
+
+        fusion = dict(token_lm=token_lm(arpa, V), lm_scale=float(rng.uniform(0, 2)))
+
+        def check(hyps):
+            try:
+                check_equal(hyps, tokens, lengths, beam, **fusion)
+            except AssertionError as error:
+                return str(error)
+            return None
+
+        return Case(kind, lambda: modified_beam_graph(encoder, lengths, steps, beam,
+                                                      **fusion),
+                    check=check)  # fmt: skip
+    if kind == "lm_classes":
+        lm = token_lm(arpa, V + int(rng.integers(1, 3)))
+        return Case(kind, lambda: modified_beam_graph(encoder, lengths, steps, beam,
+                                                      token_lm=lm),
+                    False, ["token_lm"])  # fmt: skip
+    if kind == "lm_scale":
+        scale = [-1.0, float("nan"), "0.3", None][int(rng.integers(4))]
+        lm = token_lm(arpa, V)
+        return Case(kind, lambda: modified_beam_graph(encoder, lengths, steps, beam,
+                                                      token_lm=lm, lm_scale=scale),
+                    False, ["lm_scale"])  # fmt: skip
+    if kind == "lm_type":
+        bad = [arpa, {"goto": 1}, 3][int(rng.integers(3))]
+        return Case(kind, lambda: modified_beam_graph(encoder, lengths, steps, beam,
+                                                      token_lm=bad),
+                    False, ["token_lm"])  # fmt: skip
+    if kind == "vocab_size":
+        size = [1, 0, 2.5, "6", -3][int(rng.integers(5))]
+        return Case(kind, lambda: token_lm(arpa, size), False, ["vocab_size"])
+    if kind == "arpa_missing":
+        missing = os.path.join(folder, "missing.arpa")
+        return Case(kind, lambda: token_lm(missing, V), False, ["missing.arpa"])
+    if kind == "state_mismatch":  # started without the n-gram, continued with it
+        state = beam_graph_start(steps, B, beam)
+        lm = token_lm(arpa, V)
+        return Case(kind, lambda: modified_beam_continue(encoder, lengths, steps, state,
+                                                         token_lm=lm),
+                    False, ["state"])  # fmt: skip
+    bad_beam = [0, -1, 2.0, "4"][int(rng.integers(4))]
+    return Case(kind, lambda: modified_beam_graph(encoder, lengths, steps, bad_beam),
+                False, ["beam"])  # fmt: skip
+
+
 FAMILIES = {
     "edges": edge_cases,
     "augment": augment_cases,
@@ -1571,6 +1683,7 @@ FAMILIES = {
     "corpora": corpus_cases,
     "tdt": tdt_cases,
     "tdt_family": tdt_family_cases,
+    "graph_decoding": graph_decoding_cases,
 }
 ERRORS = (ValueError, TypeError, FileNotFoundError, tf.errors.InvalidArgumentError)
 

@@ -64,13 +64,14 @@ class _Automaton(NamedTuple):
     """A context automaton that each hypothesis steps with its labels.
 
     Its state moves by goto [S, V], its score by delta [S, V]; end [S] is
-    added to the final scores.
+    added to the final scores. name: the argument it came from.
     """
 
     goto: tf.Tensor
     delta: tf.Tensor
     end: tf.Tensor
     start: int
+    name: str
 
 
 def _check_automata(hotwords, token_lm, lm_scale):
@@ -93,11 +94,13 @@ def _automata(hotwords, token_lm, lm_scale):
     automata = []
     if hotwords is not None:  # unfinished partial matches give their boost back
         tables = _hotword_tables(hotwords)
-        automata.append(_Automaton(tables.goto, tables.delta, -tables.depth, 0))
+        automata.append(
+            _Automaton(tables.goto, tables.delta, -tables.depth, 0, "hotwords")
+        )
     if token_lm is not None:
         automata.append(_Automaton(
             tf.constant(token_lm.goto), tf.constant(lm_scale * token_lm.logp),
-            tf.constant(lm_scale * token_lm.final), int(token_lm.start),
+            tf.constant(lm_scale * token_lm.final), int(token_lm.start), "token_lm",
         ))  # fmt: skip
     return automata
 
@@ -222,6 +225,13 @@ def modified_beam_continue(
         logits = steps.joint(repeated, decoder)
         log_probs = unflatten(tf.nn.log_softmax(tf.cast(logits, tf.float32)))
         vocab = tf.shape(log_probs)[-1]
+        for automaton in automata:
+            made_for, classes = automaton.delta.shape[1], log_probs.shape[-1]
+            if classes is not None and made_for != classes:
+                raise ValueError(
+                    f"{automaton.name} is made for {made_for} classes, the joint "
+                    f"gives {classes}"
+                )
         live = scores > neg_inf
         evaluations += tf.where(active, tf.reduce_sum(tf.cast(live, tf.int32), 1), 0)
 

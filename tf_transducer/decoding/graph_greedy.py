@@ -221,8 +221,9 @@ def label_looping_continue(
     duration_values = _check_options(
         durations, max_symbols_per_frame, blank, confidence
     )
-    if not 0.0 < found_share <= 1.0:
-        raise ValueError(f"found_share must be in (0, 1], got {found_share!r}")
+    number = isinstance(found_share, int | float) and not isinstance(found_share, bool)
+    if not number or not 0.0 < found_share <= 1.0:
+        raise ValueError(f"found_share must be a number in (0, 1], got {found_share!r}")
     context_tables = _hotword_tables(hotwords)
     encoder = tf.convert_to_tensor(encoder)
     if encoder.shape.rank != 3:

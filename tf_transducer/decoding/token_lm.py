@@ -126,6 +126,6 @@ def check_token_lm(lm: object, vocab_size: int | None = None) -> None:
         )
     if vocab_size is not None and lm.goto.shape[1] != vocab_size:
         raise ValueError(
-            f"the token n-gram is made for {lm.goto.shape[1]} classes, the model "
-            f"has {vocab_size}"
+            f"token_lm (the token n-gram) is made for {lm.goto.shape[1]} classes, "
+            f"the model has {vocab_size}"
         )
