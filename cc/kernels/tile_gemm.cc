@@ -25,40 +25,15 @@ namespace tile_gemm {
 namespace {
 
 // Register block kMr x kNr and cache blocks kKc (depth) and kNc (columns of
-// B) for vectors of kBytes: float 6 x 8 with SSE's 16-byte vectors, 6 x 16
-// with 32-byte ones (12 of the 16 registers either way), 12 x 32 with
-// 64-byte ones (24 of AVX-512's 32); double half as wide.
+// B) for vectors of kBytes: a row of the block is two vectors, and there
+// are 6 rows with 16- or 32-byte vectors (12 of SSE's or AVX2's 16
+// registers), 12 with 64-byte ones (24 of AVX-512's 32).  float: 6 x 8
+// (SSE), 6 x 16 (AVX2), 12 x 32 (AVX-512); double half as wide.
 template <typename T, int kBytes>
-struct Blocks;
-template <>
-struct Blocks<float, 16> {
-  static constexpr int kMr = 6, kNr = 8;
-  static constexpr int64_t kKc = 256, kNc = 512;
-};
-template <>
-struct Blocks<double, 16> {
-  static constexpr int kMr = 6, kNr = 4;
-  static constexpr int64_t kKc = 256, kNc = 256;
-};
-template <>
-struct Blocks<float, 32> {
-  static constexpr int kMr = 6, kNr = 16;
-  static constexpr int64_t kKc = 256, kNc = 512;
-};
-template <>
-struct Blocks<double, 32> {
-  static constexpr int kMr = 6, kNr = 8;
-  static constexpr int64_t kKc = 256, kNc = 256;
-};
-template <>
-struct Blocks<float, 64> {
-  static constexpr int kMr = 12, kNr = 32;
-  static constexpr int64_t kKc = 256, kNc = 512;
-};
-template <>
-struct Blocks<double, 64> {
-  static constexpr int kMr = 12, kNr = 16;
-  static constexpr int64_t kKc = 256, kNc = 256;
+struct Blocks {
+  static constexpr int kMr = kBytes == 64 ? 12 : 6;
+  static constexpr int kNr = 2 * kBytes / static_cast<int>(sizeof(T));
+  static constexpr int64_t kKc = 256, kNc = sizeof(T) == 4 ? 512 : 256;
 };
 
 // The kMr x kNr block of A[i0 : i0 + kMr, k] B[k, j0 : j0 + kNr] over a
