@@ -592,9 +592,8 @@ PackedB<float> PackForProducts(int64_t K, int64_t N, View<float> b,
   PackedB<float> out;
   out.K = K;
   out.N = N;
-  out.path = ActivePath();
 #if TT_GEMM_X86
-  out.bf16 = bf16_products && out.path == Path::kAvx512Bf16;
+  out.bf16 = bf16_products && ActivePath() == Path::kAvx512Bf16;
   if (out.bf16) {
     out.pairs = PackWholeBf16(K, N, b);
     return out;
@@ -608,7 +607,6 @@ PackedB<double> PackForProducts(int64_t K, int64_t N, View<double> b, bool) {
   PackedB<double> out;
   out.K = K;
   out.N = N;
-  out.path = ActivePath();
   out.values = PackForPath<double>(K, N, b);
   return out;
 }

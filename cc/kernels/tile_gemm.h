@@ -87,12 +87,12 @@ void Gemm(int64_t M, int64_t N, int64_t K, View<double> a, View<double> b,
 
 // A matrix B [K, N] packed once as the active path's micro-kernels read it,
 // for many products with it (the joint's weight, which every tile
-// multiplies by): the product then skips packing B.  Read by Gemm alone.
+// multiplies by): the product then skips packing B.  Read by Gemm
+// alone; packed for ActivePath(), which is fixed when the library loads.
 template <typename T>
 struct PackedB {
   int64_t K = 0, N = 0;
-  Path path = Path::kPlain;  // the path it was packed for
-  bool bf16 = false;         // packed as bfloat16 pairs (in `pairs`)
+  bool bf16 = false;  // packed as bfloat16 pairs (in `pairs`)
   std::vector<T> values;
   std::vector<uint16_t> pairs;
 };

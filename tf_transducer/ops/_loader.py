@@ -124,6 +124,7 @@ class CpuGemmPaths(NamedTuple):
     supported: tuple[str, ...]
 
 
+@functools.cache
 def cpu_gemm_paths() -> CpuGemmPaths:
     """Which instructions `rnnt_loss_joint` / `tdt_loss_joint` multiply with.
 
@@ -140,7 +141,7 @@ def cpu_gemm_paths() -> CpuGemmPaths:
 
     Returns:
       (active: the path the products take, supported: the paths this CPU
-      runs, worst to best).
+      runs, worst to best); fixed for the process, so read once.
     """
     op_library()  # loaded once, checked against this TensorFlow
     library = ctypes.CDLL(LIBRARY_PATH)
