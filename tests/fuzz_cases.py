@@ -1580,7 +1580,7 @@ def graph_decoding_cases(rng, i):
 
     kind = ["greedy_share", "share_bad", "beam_stream", "beam_lm", "lm_classes",
             "lm_scale", "lm_type", "vocab_size", "arpa_missing", "state_mismatch",
-            "beam_bad"][i % 11]  # fmt: skip
+            "beam_bad", "tdt_beam", "tdt_durations"][i % 13]  # fmt: skip
     if kind == "greedy_share":
         share = float(rng.uniform(0.01, 1.0))
         want = reference(tokens, None, lengths, 3).hyps
@@ -1659,9 +1659,34 @@ def graph_decoding_cases(rng, i):
         return Case(kind, lambda: modified_beam_continue(encoder, lengths, steps, state,
                                                          token_lm=lm),
                     False, ["state"])  # fmt: skip
-    bad_beam = [0, -1, 2.0, "4"][int(rng.integers(4))]
-    return Case(kind, lambda: modified_beam_graph(encoder, lengths, steps, bad_beam),
-                False, ["beam"])  # fmt: skip
+    if kind == "beam_bad":
+        bad_beam = [0, -1, 2.0, "4"][int(rng.integers(4))]
+        return Case(kind, lambda: modified_beam_graph(encoder, lengths, steps,
+                                                      bad_beam),
+                    False, ["beam"])  # fmt: skip
+    from tests.decoding.test_graph_greedy import DURATIONS
+    from tf_transducer.decoding import tdt_beam_graph
+
+    tokens, durs = tables(B, T, int(rng.integers(1000)), True)
+    steps = table_steps(tokens, durs)
+    if kind == "tdt_beam":  # against the numpy search, random beam and symbols
+        from tests.decoding.test_graph_tdt_beam import check_equal as check_tdt
+
+        symbols = int(rng.integers(1, 4))
+
+        def check(hyps):
+            try:
+                check_tdt(hyps, tokens, durs, lengths, beam, symbols)
+            except AssertionError as error:
+                return str(error)
+            return None
+
+        return Case(kind, lambda: tdt_beam_graph(encoder, lengths, steps, DURATIONS,
+                                                 beam, symbols),
+                    check=check)  # fmt: skip
+    bad = [[1, 2], [0, 2, 3], [], [[0, 1]]][int(rng.integers(4))]
+    return Case(kind, lambda: tdt_beam_graph(encoder, lengths, steps, bad, beam),
+                False, ["durations"])  # fmt: skip
 
 
 FAMILIES = {

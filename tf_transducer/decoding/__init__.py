@@ -16,6 +16,7 @@ from tf_transducer.decoding.graph_greedy import keras_graph_steps
 from tf_transducer.decoding.graph_greedy import label_looping_continue
 from tf_transducer.decoding.graph_greedy import label_looping_greedy
 from tf_transducer.decoding.graph_greedy import transducer_greedy_graph
+from tf_transducer.decoding.graph_tdt_beam import tdt_beam_graph
 from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.hotwords import hotword_graph
 from tf_transducer.decoding.hotwords import read_hotwords
@@ -78,6 +79,7 @@ __all__ = [
     "neural_transducer_greedy_decode",
     "read_hotwords",
     "recognize",
+    "tdt_beam_graph",
     "tdt_beam_search",
     "tdt_greedy_search",
     "timed_words",

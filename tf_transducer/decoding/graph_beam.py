@@ -419,23 +419,38 @@ def transducer_beam_graph(
     hotwords: HotwordGraph | None = None,
     token_lm: TokenLm | None = None,
     lm_scale: float = 0.3,
+    max_symbols_per_frame: int = 3,
 ) -> GraphHypotheses:
-    """Modified beam search of a Keras RNN-T `Transducer` on (features, lengths).
+    """Beam search of a Keras `Transducer` on (features, lengths), as one graph.
 
     The encoder and the search in one graph (wrap it in `tf.function`, with
-    `jit_compile=True` for XLA); `hotwords` (a `HotwordGraph`) boosts its
-    phrases, `token_lm` (a `TokenLm`) is fused with weight `lm_scale`.
+    `jit_compile=True` for XLA). An RNN-T is decoded by `modified_beam_graph`:
+    `hotwords` (a `HotwordGraph`) boosts its phrases, `token_lm` (a
+    `TokenLm`) is fused with weight `lm_scale`. A Token-and-Duration
+    Transducer (a joiner with durations) is decoded by `tdt_beam_graph`,
+    with at most `max_symbols_per_frame` labels of duration 0 in a row;
+    its search takes no hotwords or token_lm.
     """
-    if getattr(model.joiner, "durations", None) is not None:
+    from tf_transducer.decoding.graph_tdt_beam import tdt_beam_graph  # (imports us)
+
+    durations = getattr(model.joiner, "durations", None)
+    if durations is not None and (hotwords is not None or token_lm is not None):
         raise ValueError(
-            "transducer_beam_graph decodes an RNN-T: this model's joiner has a "
-            "duration head (use transducer_beam_search, or transducer_greedy_graph)"
+            "hotwords and token_lm are fused by the beam search of an RNN-T: this "
+            "model's joiner has a duration head (use transducer_greedy_graph for "
+            "hotwords)"
         )
     if token_lm is not None:
         check_token_lm(token_lm, model.joiner.vocab_size)
     encoded, lengths = model.encode(inputs, training=False)
     projected = model.joiner.project_encoder(encoded)
+    steps = keras_graph_steps(model)
+    if durations is not None:
+        return tdt_beam_graph(
+            projected, lengths, steps, durations, beam, max_symbols_per_frame,
+            confidence=confidence,
+        )  # fmt: skip
     return modified_beam_graph(
-        projected, lengths, keras_graph_steps(model), beam, confidence=confidence,
+        projected, lengths, steps, beam, confidence=confidence,
         hotwords=hotwords, token_lm=token_lm, lm_scale=lm_scale,
     )  # fmt: skip

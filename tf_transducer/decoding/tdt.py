@@ -188,7 +188,8 @@ def tdt_beam_search(
     `max_symbols_per_frame` times). Per frame the `beam` best label
     expansions are kept, hypotheses with one label sequence on one frame
     are merged (log-add), and at most `beam` wait in a frame. Those that
-    pass the last frame are finished.
+    pass the last frame are finished (at most `beam` of them kept, as in
+    a frame, so that `tdt_beam_graph` holds them in fixed-shape tensors).
 
     Args:
       encoder: float [T, J] projected frames of one utterance.
@@ -211,11 +212,11 @@ def tdt_beam_search(
     frames = encoder.shape[0]
     if frames == 0:
         return [], 0.0
+    # Keyed by frame; those past the last frame are finished (key `frames`).
     waiting: dict[int, dict[tuple[int, ...], Hyp]] = {0: {(): start_hyp(steps, scorer)}}
-    finished: dict[tuple[int, ...], Hyp] = {}
 
     def place(hyp: Hyp, frame: int) -> None:
-        group = finished if frame >= frames else waiting.setdefault(frame, {})
+        group = waiting.setdefault(min(frame, frames), {})
         same = group.get(hyp.prefix)
         if same is None:
             group[hyp.prefix] = hyp
@@ -262,8 +263,8 @@ def tdt_beam_search(
                     else:
                         place(child, t + d)
                 hyps = list(same_frame.values())
-        for frame, group in list(waiting.items()):  # at most `beam` wait
+        for frame, group in list(waiting.items()):  # at most `beam` per frame
             best = sorted(group.values(), key=lambda h: -rank(h, scorer, alpha, beta))
             waiting[frame] = {h.prefix: h for h in best[:beam]}
     # (Not empty: the last frame's hypotheses all pass it by their blanks.)
-    return finish(list(finished.values()), scorer, alpha, beta)
+    return finish(list(waiting[frames].values()), scorer, alpha, beta)
