@@ -17,9 +17,9 @@ encoder runs once; what is timed is the search on its projected frames:
     run only once every utterance has found its next label (our default,
     0.1, runs it once a tenth of them have);
 
-and for the RNN-T, modified beam search (beam 4): numpy
-`modified_beam_search` utterance by utterance, and `modified_beam_graph`
-traced and under XLA, for the whole batch.
+and beam search (beam 4): numpy `modified_beam_search` (RNN-T) or
+`tdt_beam_search` (TDT) utterance by utterance, and `modified_beam_graph`
+or `tdt_beam_graph` traced and under XLA, for the whole batch.
 
 Each graph search is checked against the numpy one (same labels) before it
 is timed. 2 threads; the median of --rounds timings.
@@ -153,8 +153,8 @@ def measure(tdt, tf):
         times["floor: the same joints and predictions in bulk"] = compute_floor(
             model, projected, encoded_lengths, want, at, tf
         )
-        beam_searches(projected, encoded_lengths, steps, graph_steps, signature,
-                      times, tf)  # fmt: skip
+    beam_searches(projected, encoded_lengths, steps, graph_steps, signature, times,
+                  tf, durations)  # fmt: skip
     return rate, times
 
 
@@ -190,16 +190,25 @@ def compute_floor(model, projected, lengths, hyps, frames, tf):
     return timed(lambda: bulk(context).numpy(), ROUNDS.value)
 
 
-def beam_searches(projected, lengths, steps, graph_steps, signature, times, tf):
-    """Adds numpy and graph beam-4 search to times (checked to agree)."""
+def beam_searches(projected, lengths, steps, graph_steps, signature, times, tf,
+                  durations):  # fmt: skip
+    """Adds numpy and graph beam-4 search to times (checked to agree); a TDT's
+    with durations."""
     from tf_transducer.decoding import modified_beam_graph
     from tf_transducer.decoding import modified_beam_search
+    from tf_transducer.decoding import tdt_beam_graph
+    from tf_transducer.decoding import tdt_beam_search
 
     def numpy_beam():
+        if durations is not None:
+            return [tdt_beam_search(projected[b, :n], steps, durations, 4)[0]
+                    for b, n in enumerate(lengths)]  # fmt: skip
         return [modified_beam_search(projected[b, :n], steps, 4)[0]
                 for b, n in enumerate(lengths)]  # fmt: skip
 
     def search(e, n):
+        if durations is not None:
+            return tdt_beam_graph(e, n, graph_steps, durations, 4)
         return modified_beam_graph(e, n, graph_steps, 4)
 
     want = numpy_beam()

@@ -206,6 +206,18 @@ def tdt_beam_graph(
                  tf.reshape(stay_rows, [batch, -1]))  # fmt: skip
         return moves, (grown, tf.gather(values, k)), grown_rows, runs
 
+    def nothing(cur, rows):
+        """`expand`'s result when no hypothesis of the batch waits on frame t."""
+        empty = tf.fill([batch, beam * len(moving)], _NEG_INF)
+        stay_rows = tf.repeat(cur, len(moving), axis=1)
+        moves = (empty, tf.zeros_like(stay_rows), stay_rows)
+        return (
+            moves,
+            (empty[:, :beam], tf.zeros_like(cur)),
+            rows.take(cur),
+            tf.zeros([batch], tf.int32),
+        )
+
     def body(t, scores, at_frame, pool_rows, evaluations):
         active = t < lengths
         here = tf.equal(at_frame, t) & active[:, None]
@@ -214,8 +226,12 @@ def tdt_beam_graph(
         entries = [(tf.where(here, _NEG_INF, scores), at_frame,
                      tf.broadcast_to(tf.range(pool), tf.shape(scores)))]  # fmt: skip
         for repeat in range(repeats):
-            moves, (grown, step), grown_rows, runs = expand(
-                t, cur, cur_scores, rows, repeat == repeats - 1
+            moves, (grown, step), grown_rows, runs = tf.cond(
+                tf.reduce_any(cur_scores > _NEG_INF),
+                lambda c=cur, s=cur_scores, r=rows, last=repeat == repeats - 1: expand(
+                    t, c, s, r, last
+                ),
+                lambda c=cur, r=rows: nothing(c, r),
             )
             evaluations += runs
             entries.append(moves)
