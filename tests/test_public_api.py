@@ -420,13 +420,14 @@ def test_loss(name):
 X = (FEATURES, FEATURE_LENGTHS)
 
 
-def transducer(encoder=None, kind="lstm", durations=None):
+def transducer(encoder=None, kind="lstm", durations=None, ctc_weight=0.0):
     return tt.models.Transducer(
         V,
         encoder or tt.layers.TransducerEncoder(8, stack=2),
         tt.layers.PredictionNetwork(V, embedding_dim=4, units=8, kind=kind),
         tt.layers.TransducerJoiner(V, 8, durations=durations),
         feature_dim=6,
+        ctc_weight=ctc_weight,
     )
 
 
@@ -454,8 +455,8 @@ MODELS = {
         make=lambda: transducer(durations=[0, 1, 3]),
         loss=lambda: tt.FusedTdtLoss(durations=[0, 1, 3], omega=0.2),
     ),
-    "Transducer/pruned": dict(
-        make=lambda: transducer(kind="stateless"),
+    "Transducer/pruned-hybrid": dict(  # (a CTC head beside the pruned loss)
+        make=lambda: transducer(kind="stateless", ctc_weight=0.3),
         loss=lambda: tt.PrunedRnntLoss(s_range=2),
     ),
     "Transducer/conformer": dict(

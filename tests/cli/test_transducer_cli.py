@@ -197,6 +197,32 @@ def test_fused_loss_trains_from_the_command_line(tmp_path):
 
 
 @pytest.mark.slow  # trains, evaluates, exports, transcribes: about 40 s
+def test_a_hybrid_ctc_model_from_the_command_line(tmp_path):
+    """--ctc_weight (with the pruned loss) and --weight_decay train a hybrid;
+    --decoder ctc evaluates and transcribes through its CTC head."""
+    run_dir, export_dir = tmp_path / "r", tmp_path / "e"
+    flags = dict(SMALL, loss="pruned", ctc_weight=0.3, weight_decay=1e-4, epochs=1,
+                 checkpoint_dir=run_dir)  # fmt: skip
+    ok(run("train", **flags))
+    saved = json.loads((run_dir / "run.json").read_text())["config"]
+    assert saved["training"]["ctc_weight"] == 0.3
+    assert saved["optimizer"]["weight_decay"] == 1e-4
+    for decoder in ("ctc", "transducer"):
+        evaluated = ok(run("evaluate", checkpoint_dir=run_dir, decoder=decoder,
+                           test_files=manifest("digits_dev")))  # fmt: skip
+        assert "utterances: WER" in evaluated.stdout
+    ok(run("export", checkpoint_dir=run_dir, export_dir=export_dir))
+    assert json.loads((export_dir / "export.json").read_text())["ctc_head"] is True
+    clip = read_manifest(manifest("digits_dev"))[0].path
+    ok(run("transcribe", export_dir=export_dir, wav=clip, decoder="ctc"))
+    refused = run("transcribe", export_dir=export_dir, wav=clip, decoder="ctc",
+                  hotwords=tmp_path / "x.txt")  # fmt: skip
+    assert refused.returncode == 1 and "not --decoder ctc" in refused.stderr
+    refused = run("train", **dict(flags, ctc_weight=-1, checkpoint_dir=tmp_path / "x"))
+    assert refused.returncode == 1 and "ctc_weight must be >= 0" in refused.stderr
+
+
+@pytest.mark.slow  # trains, evaluates, exports, transcribes: about 40 s
 def test_a_token_and_duration_transducer_from_the_command_line(tmp_path):
     import keras
 

@@ -79,6 +79,9 @@ BAD = [  # (section, arguments, what the error says)
      r"training.loss must be one of \('tdt', 'fused_tdt'\), got 'full'"),
     (TrainingConfig, dict(tdt_omega=1.5), r"training.tdt_omega must lie in \[0, 1\]"),
     (TrainingConfig, dict(tdt_sigma=-1), "training.tdt_sigma must be >= 0"),
+    (TrainingConfig, dict(ctc_weight=-0.1), "training.ctc_weight must be >= 0"),
+    (TrainingConfig, dict(ctc_weight="high"), "training.ctc_weight"),
+    (OptimizerConfig, dict(weight_decay=-1e-4), "optimizer.weight_decay must be >= 0"),
     (RunConfig.from_dict, dict(values={"training": {"batch": 3}}),
      r"training: unknown settings \['batch'\]"),
     (RunConfig.from_dict, dict(values={"trainer": {}}), r"unknown sections"),
@@ -257,3 +260,32 @@ def test_check_names_the_values_construction_leaves_to_it():
     bad = RunConfig(augment=AugmentConfig(spec_augment={"freq_mask_count": -1}))
     with pytest.raises(ValueError, match="augment.spec_augment: .*freq_mask_count"):
         bad.check()
+
+
+def test_a_hybrid_run_builds_a_ctc_head_and_adamw(tmp_path):
+    """training.ctc_weight and optimizer.weight_decay reach the model and its
+    optimizer, and run.json records them."""
+    import keras
+
+    from tf_transducer.training.transducer_recipe import _compile
+    from tf_transducer.training.transducer_recipe import build_model
+
+    config = RunConfig(
+        training=TrainingConfig(epochs=2, ctc_weight=0.25),
+        optimizer=OptimizerConfig(weight_decay=1e-3),
+    )
+    path = tmp_path / "run.json"
+    config.to_json(str(path))
+    saved = json.loads(path.read_text())
+    assert saved["training"]["ctc_weight"] == 0.25
+    assert saved["optimizer"]["weight_decay"] == 1e-3
+    assert RunConfig.from_json(str(path)) == config
+    model = build_model(config, vocab_size=8)
+    assert model.ctc_weight == 0.25 and model.ctc_head is not None
+    _compile(model, config, steps=3)
+    assert isinstance(model.optimizer, keras.optimizers.AdamW)
+    assert model.optimizer.weight_decay == pytest.approx(1e-3)
+    plain = build_model(RunConfig(), vocab_size=8)
+    assert plain.ctc_head is None
+    _compile(plain, RunConfig(), steps=3)
+    assert type(plain.optimizer) is keras.optimizers.Adam

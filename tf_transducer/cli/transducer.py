@@ -10,6 +10,7 @@ r"""Transducers from the command line: train, evaluate, export, transcribe, mani
      [--hotwords names.txt]
   $T transcribe --export_dir runs/t/tflite --wav x.wav,y.flac \
      [--timestamps] [--confidence] [--hotwords names.txt] [--output out.jsonl]
+  $T evaluate|transcribe ... --decoder ctc   (a model trained with --ctc_weight)
   $T manifest --corpus LibriSpeech/dev-clean --output dev.jsonl
 
 Flags and conventions follow the DeepSpeech command line (manifests,
@@ -179,6 +180,15 @@ define(
     "ARPA n-gram over label ids, fused by the modified beam search (evaluate).",
 )
 define("float", "token_lm_scale", 0.3, "The --token_lm's weight.")
+define(
+    "enum",
+    "decoder",
+    "transducer",
+    ["transducer", "ctc"],
+    "evaluate / transcribe: the transducer search, or the CTC head of a model "
+    "trained with --ctc_weight (best path; prefix beam search with --beam_width "
+    "and --lm_binary_path).",
+)
 flag_group("export")
 define(
     "enum",
@@ -379,6 +389,7 @@ def main(argv):
             alpha=FLAGS.lm_alpha,
             beta=FLAGS.lm_beta,
             beam_method=FLAGS.beam_method,
+            decoder=decoder_flag(model),
             **token_lm_flag(model),
         )
         print(f"{len(pairs)} utterances: WER {wer:.3f}, CER {cer:.3f}")
@@ -429,6 +440,21 @@ def main(argv):
         write_corpus_manifest(FLAGS.corpus, FLAGS.output)
     else:
         transcribe()
+
+
+def decoder_flag(model):
+    """The --decoder, checked against the model (a CTC head for "ctc")."""
+    from tf_transducer.decoding.hybrid import check_decoder
+
+    try:
+        check_decoder(FLAGS.decoder, model)
+    except ValueError as error:
+        raise CliError(f"--decoder: {error}") from None
+    if FLAGS.decoder == "ctc" and FLAGS.token_lm:
+        raise CliError(
+            "--token_lm is fused by the transducer search, not --decoder ctc"
+        )
+    return FLAGS.decoder
 
 
 def token_lm_flag(model):
@@ -502,9 +528,20 @@ def transcribe():
                 "--hotwords: a --single_program export has its hotwords compiled in "
                 "(pass --hotwords to export)"
             )
+        if FLAGS.decoder == "ctc":
+            raise CliError(
+                "--decoder ctc: a --single_program export runs the transducer "
+                "search (export the four programs for the CTC head)"
+            )
         stream = RecognizerStream(FLAGS.export_dir)
     else:
-        stream = TransducerStream(FLAGS.export_dir)
+        try:
+            stream = TransducerStream(FLAGS.export_dir, decoder=FLAGS.decoder)
+        except ValueError as error:
+            raise CliError(f"--decoder: {error}") from None
+        if FLAGS.decoder == "ctc" and FLAGS.hotwords:
+            raise CliError("--hotwords are boosted by the transducer search, not "
+                           "--decoder ctc")  # fmt: skip
         stream.hotwords = hotwords_flag(stream.text_encoder, stream.meta["vocab_size"])
     check_flag_against("audio_sample_rate", stream.sample_rate, meta_path)
     meta = stream.meta

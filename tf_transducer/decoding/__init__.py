@@ -20,6 +20,7 @@ from tf_transducer.decoding.graph_tdt_beam import tdt_beam_graph
 from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.hotwords import hotword_graph
 from tf_transducer.decoding.hotwords import read_hotwords
+from tf_transducer.decoding.hybrid import transducer_ctc_decode
 from tf_transducer.decoding.lm import ArpaModel
 from tf_transducer.decoding.lm import KenLMModel
 from tf_transducer.decoding.lm import WordScorer
@@ -85,6 +86,7 @@ __all__ = [
     "timed_words",
     "token_lm",
     "transducer_beam_graph",
+    "transducer_ctc_decode",
     "transducer_beam_search",
     "transducer_greedy_decode",
     "transducer_greedy_graph",

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from tf_transducer._checks import TensorLike
+from tf_transducer.decoding._numeric import entropy_confidence
 from tf_transducer.decoding._numeric import log_add
 from tf_transducer.decoding._numeric import log_softmax
 from tf_transducer.decoding.lm import LmContext
@@ -50,6 +51,52 @@ def ctc_greedy_decode(
             previous = k
         out.append(labels)
     return out
+
+
+class CtcGreedyState:
+    """Where a streamed CTC best path stands between chunks of frames.
+
+    hyps [B] label lists; frames: each label's frame (the first of its
+    run) from the stream's start; confidence: each label's entropy
+    confidence at that frame; previous [B]: the last frame's best class
+    (a label run may continue into the next chunk); offset [B]: frames
+    seen.
+    """
+
+    def __init__(self, batch: int) -> None:
+        self.hyps: list[list[int]] = [[] for _ in range(batch)]
+        self.frames: list[list[int]] = [[] for _ in range(batch)]
+        self.confidence: list[list[float]] = [[] for _ in range(batch)]
+        self.previous = np.full([batch], -1)
+        self.offset = np.zeros([batch], np.int64)
+
+
+def ctc_greedy_continue(
+    logits: TensorLike, lengths: TensorLike, state: CtcGreedyState, blank: int = 0
+) -> CtcGreedyState:
+    """The best path over more frames (a chunk of a stream), `state` updated.
+
+    Fed chunk by chunk it gives `ctc_greedy_decode` of the whole stream.
+
+    Args:
+      logits: float [B, T, C] of this chunk.
+      lengths: int [B] valid frames of this chunk.
+      state: the `CtcGreedyState` so far (updated in place, and returned).
+      blank: the blank class.
+    """
+    logits = np.asarray(logits, np.float32)
+    best = np.argmax(logits, axis=-1)
+    for b, n in enumerate(_lengths(logits, lengths)):
+        for t in range(n):
+            k = int(best[b, t])
+            if k != state.previous[b] and k != blank:
+                state.hyps[b].append(k)
+                state.frames[b].append(int(state.offset[b]) + t)
+                sure = entropy_confidence(log_softmax(logits[b, t]))
+                state.confidence[b].append(float(sure))
+            state.previous[b] = k
+        state.offset[b] += n
+    return state
 
 
 class _Beam:

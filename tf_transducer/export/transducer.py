@@ -7,6 +7,8 @@ An export folder holds:
 - `encoder.tflite`: one chunk of `chunk_frames` feature frames + the valid
   count + the encoder's states -> projected encoder frames
   [1, chunk_frames / subsampling, J] + new states (normalisation inside).
+  A hybrid model's encoder program also gives its CTC head's logits
+  "ctc_logits" [1, chunk_frames / subsampling, V] (export.json "ctc_head").
   The states are `encoder.initial_state(1)`'s (the streaming-encoder
   contract of `tf_transducer.layers.streaming`): the LSTMs' h and c, or the
   Conformer's caches (subsampling frames, left-context validity, and per
@@ -64,6 +66,8 @@ def _encoder_program(model, chunk_frames, state_shapes):
             )
         encoded, new_states = encoder.step(features, list(states), valid)
         out = {"encoder": model.joiner.project_encoder(encoded)}
+        if model.ctc_head is not None:  # a hybrid model's second decoder
+            out["ctc_logits"] = model.ctc_head(encoded)
         out.update({f"new_state_{i}": s for i, s in enumerate(new_states)})
         return out
 
@@ -191,6 +195,8 @@ def export_transducer(
     }
     if durations is not None:
         meta["durations"] = list(durations)
+    if model.ctc_head is not None:
+        meta["ctc_head"] = True
 
     def extras(folder):
         from tf_transducer.data.text import save_text_encoder_json

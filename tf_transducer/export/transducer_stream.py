@@ -8,6 +8,9 @@ chunks complete. Its transcript equals the offline Keras greedy transcript
 (float programs). A Token-and-Duration Transducer's export (export.json's
 "durations") is decoded by the TDT greedy search, which evaluates the
 joiner only on the frames its durations land on, across chunk boundaries.
+A hybrid model's export (export.json's "ctc_head") can be decoded by its
+CTC head instead (`decoder="ctc"`): the best path of the encoder program's
+"ctc_logits", with no predictor or joiner run.
 """
 
 import os
@@ -17,6 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from tf_transducer.decoding.ctc import CtcGreedyState
+from tf_transducer.decoding.ctc import ctc_greedy_continue
 from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.hotwords import check_hotwords
 from tf_transducer.decoding.tdt import TdtGreedyState
@@ -108,6 +113,8 @@ class TransducerStream(AudioStream):
       max_symbols_per_frame: of the greedy search.
       hotwords: a `HotwordGraph` (`tf_transducer.decoding.hotword_graph`)
         whose phrases the search boosts.
+      decoder: "transducer" (greedy search), or "ctc": a hybrid export's
+        CTC head (best path; no hotwords).
 
     Audio is mono float32 in [-1, 1] (int16 is scaled by 1 / 32768) at the
     export's `sample_rate`.
@@ -120,6 +127,7 @@ class TransducerStream(AudioStream):
         num_threads: int = 1,
         max_symbols_per_frame: int = 3,
         hotwords: HotwordGraph | None = None,
+        decoder: str = "transducer",
     ) -> None:
         from tf_transducer.data.text import load_text_encoder_json
 
@@ -131,6 +139,18 @@ class TransducerStream(AudioStream):
             os.path.join(export_dir, "text_encoder.json")
         )
         self._steps = _TfliteSteps(self.programs, self.meta)
+        if decoder not in ("transducer", "ctc"):
+            raise ValueError(f'decoder must be "transducer" or "ctc", got {decoder!r}')
+        if decoder == "ctc" and not self.meta.get("ctc_head"):
+            raise ValueError(
+                f'decoder="ctc": the export in {export_dir} has no CTC head '
+                "(export a model trained with ctc_weight > 0)"
+            )
+        if decoder == "ctc" and hotwords is not None:
+            raise ValueError(
+                'hotwords are boosted by the transducer search, not decoder="ctc"'
+            )
+        self.decoder = decoder
         self.max_symbols_per_frame = max_symbols_per_frame
         if hotwords is not None:
             check_hotwords(hotwords, self.meta["vocab_size"])
@@ -148,11 +168,13 @@ class TransducerStream(AudioStream):
         self._states = [
             np.zeros([1, *shape], np.float32) for shape in m["encoder_state_shapes"]
         ]
-        self._search: GreedyState | TdtGreedyState = (
-            GreedyState(self._steps, 1)
-            if self.durations is None
-            else TdtGreedyState(self._steps, 1)
-        )
+        self._search: GreedyState | TdtGreedyState | CtcGreedyState
+        if self.decoder == "ctc":
+            self._search = CtcGreedyState(1)
+        elif self.durations is None:
+            self._search = GreedyState(self._steps, 1)
+        else:
+            self._search = TdtGreedyState(self._steps, 1)
 
     @property
     def durations(self) -> list[int] | None:
@@ -213,6 +235,9 @@ class TransducerStream(AudioStream):
         )
         self._states = [out[f"new_state_{i}"] for i in range(len(self._states))]
         frames = -(-valid // m["stack"])  # the stacked frames with real input
+        if isinstance(self._search, CtcGreedyState):
+            ctc_greedy_continue(out["ctc_logits"], [frames], self._search)
+            return
         if isinstance(self._search, TdtGreedyState):
             durations = self.meta["durations"]
             tdt_greedy_continue(out["encoder"], [frames], self._steps, self._search,

@@ -16,6 +16,7 @@ from tf_transducer.layers import LogMelSpectrogram
 from tf_transducer.layers import SpecAugment
 from tf_transducer.layers.streaming import check_chunk_frames
 from tf_transducer.layers.streaming import check_streaming_encoder
+from tf_transducer.losses import CtcLoss
 from tf_transducer.losses import FusedRnntLoss
 from tf_transducer.losses import FusedTdtLoss
 from tf_transducer.losses import PrunedRnntLoss
@@ -47,7 +48,16 @@ class Transducer(keras.Model):
     a Token-and-Duration Transducer, trained with TdtLoss, whose decoding
     skips frames.
 
-    `model(inputs)` returns {"encoder": [B, T', H], "lengths": [B]}; the loss
+    With `ctc_weight` > 0 the model is a hybrid (icefall's CTC auxiliary
+    loss, NeMo's hybrid RNNT-CTC and TDT-CTC models): a CTC head, a linear
+    projection of the encoder output to the vocab_size classes (the blank
+    0 shared), trains beside the transducer, the loss becoming transducer
+    loss + ctc_weight * CTC loss (`CtcLoss` with the compiled loss'
+    reduction and pad_id, and zero_infinity); it gives a second, cheaper
+    decoder (`ctc_logits`, `transducer_ctc_decode`).
+
+    `model(inputs)` returns {"encoder": [B, T', H], "lengths": [B]} (and
+    "ctc_logits" [B, T', V] with a CTC head); the loss
     is computed in `compute_loss` from those and the labels y [B, S] (padded
     with -1), so `compile(loss=RnntLoss())` (or `FusedRnntLoss()`,
     `PrunedRnntLoss()`) and `fit(dataset of ((features, lengths), labels))`
@@ -71,6 +81,8 @@ class Transducer(keras.Model):
       augment: None, a `SpecAugment` layer, a SpecAugment preset name or a
         dict of its arguments (applied in training only).
       feature_dim: features per frame (taken from `features` when given).
+      ctc_weight: 0 (no CTC head), or the weight > 0 of the CTC head's loss
+        (icefall's ctc-loss-scale 0.2, NeMo's ctc_loss_weight 0.3).
 
     Presets as keras-hub's: `Transducer.from_preset("conformer-2m",
     vocab_size=256)` (`tf_transducer.models.PRESETS`). The 0.1 flat keyword
@@ -92,7 +104,8 @@ class Transducer(keras.Model):
     def __init__(
         self, vocab_size: int, encoder: Any = None, predictor: Any = None,
         joiner: Any = None, features: Any = None, normalization: Any = None,
-        augment: Any = None, feature_dim: int = 80, **kwargs: Any,
+        augment: Any = None, feature_dim: int = 80, ctc_weight: float = 0.0,
+        **kwargs: Any,
     ) -> None:  # fmt: skip
         flat = split_legacy(kwargs)
         for kind, value in (("encoder", encoder), ("predictor", predictor)):
@@ -150,6 +163,17 @@ class Transducer(keras.Model):
                 )
         self.simple_am = keras.layers.Dense(vocab_size, name="simple_am")
         self.simple_lm = keras.layers.Dense(vocab_size, name="simple_lm")
+        number = isinstance(ctc_weight, int | float) and not isinstance(
+            ctc_weight, bool
+        )
+        if not number or not 0.0 <= ctc_weight < float("inf"):
+            raise ValueError(
+                f"ctc_weight must be a number >= 0 (0: no CTC head), got {ctc_weight!r}"
+            )
+        self.ctc_weight = float(ctc_weight)
+        self.ctc_head: keras.layers.Dense | None = (
+            keras.layers.Dense(vocab_size, name="ctc_head") if ctc_weight > 0 else None
+        )
 
     @classmethod
     def from_preset(
@@ -190,6 +214,7 @@ class Transducer(keras.Model):
             (self.joiner, ((None, self.encoder.units), (None, self.predictor.units))),
             (self.simple_am, ((None, self.encoder.units),)),
             (self.simple_lm, ((None, self.predictor.units),)),
+            (self.ctc_head, ((None, self.encoder.units),)),
         ]
         for layer, shape in shapes:  # (parts given built, or loaded, stay so)
             if layer is not None and not layer.built:
@@ -290,13 +315,30 @@ class Transducer(keras.Model):
 
     def call(self, inputs: Any, training: bool | None = None) -> dict[str, tf.Tensor]:
         encoded, lengths = self.encode(inputs, training=training)
-        return {"encoder": encoded, "lengths": lengths}
+        out = {"encoder": encoded, "lengths": lengths}
+        if self.ctc_head is not None:
+            out["ctc_logits"] = self.ctc_head(encoded)
+        return out
+
+    def ctc_logits(self, inputs: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        """(CTC head logits [B, T', V], lengths [B]) of the inputs (inference).
+
+        Raises:
+          ValueError: the model has no CTC head (ctc_weight 0).
+        """
+        if self.ctc_head is None:
+            raise ValueError(
+                "this Transducer has no CTC head: build it with ctc_weight > 0 "
+                "(e.g. Transducer(..., ctc_weight=0.3)) and train it"
+            )
+        encoded, lengths = self.encode(inputs, training=False)
+        return self.ctc_head(encoded), lengths
 
     def compute_loss(
         self, x: Any = None, y: Any = None, y_pred: Any = None,
         sample_weight: Any = None, training: bool = True,
     ) -> tf.Tensor:  # fmt: skip
-        """The compiled loss of labels y.
+        """The compiled loss of labels y (+ ctc_weight * CTC with a CTC head).
 
         RnntLoss, FusedRnntLoss or PrunedRnntLoss for an RNN-T joiner;
         TdtLoss or FusedTdtLoss for a joiner with a duration head.
@@ -365,7 +407,24 @@ class Transducer(keras.Model):
             logits = self.joiner(encoded, decoded)
             logits._keras_mask = tf.sequence_mask(lengths, tf.shape(logits)[1])
             loss = loss_fn(y, logits, sample_weight)
+        if self.ctc_head is not None:
+            loss += self.ctc_weight * self._ctc_loss(
+                self.ctc_head, y, y_pred, sample_weight
+            )
         return plus_added_losses(self, loss)
+
+    def _ctc_loss(
+        self, head: keras.layers.Dense, y: Any, y_pred: Any, sample_weight: Any
+    ) -> tf.Tensor:
+        """The CTC head's loss, reduced as the compiled transducer loss."""
+        ctc = CtcLoss(
+            pad_id=self.loss.pad_id, zero_infinity=True, reduction=self.loss.reduction
+        )
+        logits = y_pred.get("ctc_logits")
+        if logits is None:
+            logits = head(y_pred["encoder"])
+        logits._keras_mask = tf.sequence_mask(y_pred["lengths"], tf.shape(logits)[1])
+        return ctc(y, logits, sample_weight)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -383,6 +442,7 @@ class Transducer(keras.Model):
             if isinstance(self.augment, SpecAugment)
             else self.augment,
             feature_dim=self.feature_dim,
+            ctc_weight=self.ctc_weight,
         )
         return config
 

@@ -321,7 +321,7 @@ class AugmentConfig(Section):
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig(Section):
-    """Adam with a cosine decay (after an optional linear rise)."""
+    """Adam (AdamW with weight_decay) on a cosine decay (after an optional rise)."""
 
     SECTION = "optimizer"
     learning_rate: float = setting(
@@ -336,6 +336,10 @@ class OptimizerConfig(Section):
     clipnorm: float = setting(
         5.0, positive_float, kind="float", help="Gradient norm clipping."
     )
+    weight_decay: float = setting(
+        0.0, non_negative_float, kind="float",
+        help="Decoupled weight decay (AdamW) of the weights; 0: Adam.",
+    )  # fmt: skip
     final_lr_fraction: float = setting(
         0.05, non_negative_float, kind=None,
         help="The decay's floor, as a fraction of learning_rate.",
@@ -369,6 +373,12 @@ class TrainingConfig(Section):
     tdt_omega: float = setting(
         0.0, fraction, kind=None,
         help="TdtLoss's omega: the weight of the RNN-T loss mixed in, in [0, 1].",
+    )  # fmt: skip
+    ctc_weight: float = setting(
+        0.0, non_negative_float, kind="float",
+        help="A hybrid model: a CTC head on the encoder trained with this weight "
+        "(loss = transducer + ctc_weight * CTC; 0: none), decoded by "
+        "--decoder ctc.",
     )  # fmt: skip
     seed: int = seed_setting(0, "Seed of weights, shuffling, augmentation.")
     early_stopping: bool = setting(

@@ -10,18 +10,29 @@ import os
 
 def decode_batch(
     model, batch, beam_width=1, scorer=None, alpha=0.75, beta=1.85,
-    beam_method="modified", token_lm=None, lm_scale=0.3,
+    beam_method="modified", token_lm=None, lm_scale=0.3, decoder="transducer",
 ):  # fmt: skip
     """Label sequences of a SpeechDataset batch.
 
     Greedy search with beam_width 1 and no LM, else beam search
     (`beam_method`: "modified", one symbol per frame at most, or "standard")
     with the scorer's word LM and (modified) a token n-gram (`TokenLm`).
+    decoder="ctc" decodes a hybrid model's CTC head instead (best path, or
+    prefix beam search with the word LM; no token n-gram).
     """
+    from tf_transducer.decoding.hybrid import check_decoder
+    from tf_transducer.decoding.hybrid import transducer_ctc_decode
     from tf_transducer.decoding.transducer import transducer_beam_search
     from tf_transducer.decoding.transducer import transducer_greedy_decode
 
+    check_decoder(decoder, model)
     inputs = (batch["features"], batch["feature_length"])
+    if decoder == "ctc":
+        if token_lm is not None:
+            raise ValueError(
+                'token_lm is fused by the transducer search, not decoder="ctc"'
+            )
+        return transducer_ctc_decode(model, inputs, beam_width, scorer, alpha, beta)
     if beam_width == 1 and scorer is None and token_lm is None:
         return transducer_greedy_decode(model, inputs)
     return transducer_beam_search(
@@ -34,7 +45,7 @@ def transcribe_data(model, encoder, data, batch_size=64, **decoding):
     """[(reference, hypothesis)] of every utterance of a SpeechDataset, in order.
 
     `decoding` holds beam_width, scorer, alpha, beta, beam_method, token_lm,
-    lm_scale.
+    lm_scale, decoder.
     """
     found = {}
     for batch in data.dataset(batch_size, shuffle=False):
@@ -63,6 +74,7 @@ def error_counts(model, data, encoder):
 def evaluate(
     model, encoder, data, beam_width=1, batch_size=64, scorer=None, alpha=0.75,
     beta=1.85, beam_method="modified", token_lm=None, lm_scale=0.3,
+    decoder="transducer",
 ):  # fmt: skip
     """(WER, CER, [(reference, hypothesis)]) of a model on a SpeechDataset.
 
@@ -70,7 +82,7 @@ def evaluate(
     (`beam_method` "modified": one symbol per frame at most, as k2 / icefall;
     "standard": as ESPnet, several per frame), with the scorer's LM weighted
     by alpha and beta per word, and (modified) a token n-gram (`TokenLm`)
-    weighted by lm_scale.
+    weighted by lm_scale. decoder="ctc": a hybrid model's CTC head.
     """
     from tf_transducer.decoding import char_error_rate
     from tf_transducer.decoding import word_error_rate
@@ -78,7 +90,7 @@ def evaluate(
     pairs = transcribe_data(
         model, encoder, data, batch_size, beam_width=beam_width, scorer=scorer,
         alpha=alpha, beta=beta, beam_method=beam_method, token_lm=token_lm,
-        lm_scale=lm_scale,
+        lm_scale=lm_scale, decoder=decoder,
     )  # fmt: skip
     refs, hyps = [p[0] for p in pairs], [p[1] for p in pairs]
     return word_error_rate(refs, hyps), char_error_rate(refs, hyps), pairs

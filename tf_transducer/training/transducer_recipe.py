@@ -90,13 +90,14 @@ def build_model(
         feature_dim=config.features.n_mels,
         normalization="global",
         augment=policy,
+        ctc_weight=config.training.ctc_weight,
     )
     model.build()
     return model
 
 
 def _compile(model: Any, config: RunConfig, steps: int) -> None:
-    """Adam on a cosine decay (after a linear rise) and the run's loss."""
+    """Adam (AdamW) on a cosine decay (after a linear rise) and the run's loss."""
     from tf_transducer.losses import FusedRnntLoss
     from tf_transducer.losses import FusedTdtLoss
     from tf_transducer.losses import PrunedRnntLoss
@@ -127,9 +128,13 @@ def _compile(model: Any, config: RunConfig, steps: int) -> None:
             omega=training.tdt_omega,
         ),
     }[training.loss]()
-    model.compile(
-        optimizer=keras.optimizers.Adam(schedule, clipnorm=opt.clipnorm), loss=loss
-    )
+    if opt.weight_decay > 0:
+        optimizer = keras.optimizers.AdamW(
+            schedule, weight_decay=opt.weight_decay, clipnorm=opt.clipnorm
+        )
+    else:
+        optimizer = keras.optimizers.Adam(schedule, clipnorm=opt.clipnorm)
+    model.compile(optimizer=optimizer, loss=loss)
 
 
 def train(
