@@ -68,40 +68,22 @@ WORKER = flags.DEFINE_string("worker", None, "Internal: 'train|eval,loss,seed'."
 
 NAN = float("nan")  # a column a run's results lack (measured by a later version)
 LOSSES = {"rnnt": "fused", "tdt": "fused_tdt"}
-SAMPLE_RATE, N_MELS, BEAM = 8000, 40, 4
+BEAM = 4
 SETS = {"synthetic": "digits_test", "real": "digits_real"}
 
 
 def run_config(loss, seed):
     """The demo's LSTM RunConfig, as an RNN-T or a TDT."""
-    from tf_transducer.data.corpora import manifest
-    from tf_transducer.training.config import AugmentConfig
-    from tf_transducer.training.config import DataConfig
-    from tf_transducer.training.config import FeaturesConfig
-    from tf_transducer.training.config import ModelConfig
-    from tf_transducer.training.config import OptimizerConfig
-    from tf_transducer.training.config import RunConfig
-    from tf_transducer.training.config import TrainingConfig
+    from tf_transducer.training.digits_recipe import digits_config
 
-    joiner = {"durations": durations()} if loss == "tdt" else {}
-    return RunConfig(
-        model=ModelConfig("lstm-1m", encoder={"stack": 4}, joiner=joiner),
-        features=FeaturesConfig(sample_rate=SAMPLE_RATE, n_mels=N_MELS),
-        data=DataConfig(
-            train_files=(manifest("digits_train"),),
-            text_encoder="words",
-            word_delimiter=True,
-        ),
-        augment=AugmentConfig(spec_augment="none", wave_augment="default"),
-        optimizer=OptimizerConfig(learning_rate=0.004),
-        training=TrainingConfig(
-            epochs=EPOCHS.value,
-            loss=LOSSES[loss],
-            seed=seed,
-            tdt_sigma=SIGMA.value,
-            tdt_omega=OMEGA.value,
-        ),  # fmt: skip
-    )
+    config = digits_config("lstm", EPOCHS.value, LOSSES[loss], seed=seed)
+    overrides = [
+        f"training.tdt_sigma={SIGMA.value}",
+        f"training.tdt_omega={OMEGA.value}",
+    ]
+    if loss == "tdt":
+        overrides.append(f"model.joiner.durations={json.dumps(durations())}")
+    return config.with_overrides(overrides)
 
 
 def durations():
@@ -229,6 +211,8 @@ def evaluate(loss, seed):
     from tf_transducer.export import TransducerStream
     from tf_transducer.export import export_transducer
     from tf_transducer.training import transducer_recipe as recipe
+    from tf_transducer.training.digits_recipe import N_MELS
+    from tf_transducer.training.digits_recipe import SAMPLE_RATE
 
     model, text_encoder = recipe.load_checkpoint(run_dir(loss, seed))
     report = {}

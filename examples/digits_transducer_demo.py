@@ -39,15 +39,10 @@ from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
 from tf_transducer.data.corpora import manifest  # noqa: E402
-from tf_transducer.models import PRESETS  # noqa: E402
 from tf_transducer.training import transducer_recipe as recipe  # noqa: E402
-from tf_transducer.training.config import AugmentConfig  # noqa: E402
-from tf_transducer.training.config import DataConfig  # noqa: E402
-from tf_transducer.training.config import FeaturesConfig  # noqa: E402
-from tf_transducer.training.config import ModelConfig  # noqa: E402
-from tf_transducer.training.config import OptimizerConfig  # noqa: E402
-from tf_transducer.training.config import RunConfig  # noqa: E402
-from tf_transducer.training.config import TrainingConfig  # noqa: E402
+from tf_transducer.training.digits_recipe import N_MELS  # noqa: E402
+from tf_transducer.training.digits_recipe import SAMPLE_RATE  # noqa: E402
+from tf_transducer.training.digits_recipe import digits_config  # noqa: E402
 
 WORK_DIR = flags.DEFINE_string("work_dir", "runs/digits_demo", "Outputs.")
 EPOCHS = flags.DEFINE_integer(
@@ -68,7 +63,7 @@ LOSS = flags.DEFINE_enum(
 WAVE_AUGMENT = flags.DEFINE_enum(
     "demo_wave_augment", "default", ["default", "none"], "Waveform augmentation."
 )
-SAMPLE_RATE, N_MELS, BEAM, BEAM_METHOD = 8000, 40, 4, "standard"
+BEAM, BEAM_METHOD = 4, "standard"
 MODES = ("float", "dynamic", "int8")
 SETS = {"synthetic": "digits_test", "real": "digits_real"}
 SOURCES = {
@@ -85,46 +80,8 @@ def banner(step, text):
 
 def run_config(kind):
     """The demo's RunConfig with an "lstm" or "conformer" encoder."""
-    if kind == "lstm":
-        # lstm-1m with 4 frames per encoder step (40 ms): a step costs 152
-        # ms against 198 ms at 3, which pays for 72 epochs instead of 64 in
-        # about the same time (BENCHMARKS.md, "Real speech").
-        model = ModelConfig("lstm-1m", encoder={"stack": 4})
-        optimizer = OptimizerConfig(learning_rate=0.004)
-        epochs = EPOCHS.value
-    else:
-        # conformer-2m's encoder (6 blocks of 96, 4x subsampling, chunks of 8
-        # encoder frames: 320 ms, 32 frames of left context) with lstm-1m's
-        # prediction network and joiner. Attention wants a gentler start: at
-        # 0.004 without a warm-up it stayed on the blank-only plateau for 30
-        # epochs; at 0.003 with 5 warm-up epochs it was still there after 14
-        # (BENCHMARKS.md, "Streaming Conformer").
-        lstm = PRESETS["lstm-1m"]
-        model = ModelConfig(
-            "conformer-2m", predictor=lstm["predictor"], joiner=lstm["joiner"]
-        )
-        optimizer = OptimizerConfig(learning_rate=0.002, lr_warmup_epochs=5)
-        epochs = CONFORMER_EPOCHS.value
-    return RunConfig(
-        model=model,
-        features=FeaturesConfig(sample_rate=SAMPLE_RATE, n_mels=N_MELS),
-        # Whole words, with a class between words: without it the second of
-        # two equal digits ("seven seven") was lost, the prediction
-        # network's context being the same after either (BENCHMARKS.md,
-        # "Word delimiter").
-        data=DataConfig(
-            train_files=(manifest("digits_train"),),
-            text_encoder="words",
-            word_delimiter=True,
-        ),
-        # Waveform augmentation only: with SpecAugment too, this small model
-        # learned far slower (training loss 4.9 against 1.5 after 41 epochs).
-        augment=AugmentConfig(spec_augment="none", wave_augment=WAVE_AUGMENT.value),
-        optimizer=optimizer,
-        # The same loss as "full", a step no slower (BENCHMARKS.md, "RNN-T
-        # transducer and the demo"), without the [B, T, U + 1, V] logits.
-        training=TrainingConfig(epochs=epochs, loss=LOSS.value),
-    )
+    epochs = EPOCHS.value if kind == "lstm" else CONFORMER_EPOCHS.value
+    return digits_config(kind, epochs, LOSS.value, WAVE_AUGMENT.value)
 
 
 def train(kind, run_dir):
