@@ -3,14 +3,17 @@
 
 Each variant is the demo's Conformer run (`digits_config("conformer")`:
 conformer-2m's encoder, lstm-1m's prediction network and joiner, the
-digits corpus with word delimiters, waveform augmentation) changed by
-`section.setting=value` overrides (those of `--set`), e.g.
+digits corpus with word delimiters, waveform augmentation, a CTC head of
+weight 0.5, batches of 8) changed by `section.setting=value` overrides
+(those of `--set`), e.g.
 
-  --variant "hybrid:training.ctc_weight=0.3"
-  --variant "hybrid+sa:training.ctc_weight=0.3;augment.spec_augment=LB"
+  --variant "before:training.ctc_weight=0;training.batch_size=16"
+  --variant "sa:augment.spec_augment=LB"
 
-(`name:` alone is the demo's run). Every (variant, seed) trains in its own
-process (2 threads) for --epochs and is then evaluated there: WER of greedy
+(`name:` alone is the demo's run; "before" is the run the experiments in
+BENCHMARKS.md started from, their overrides written against it). Every
+(variant, seed) trains in its own process (--threads: 2) for --epochs and
+is then evaluated there: WER of greedy
 search and of beam search (beam 4, standard, as the demo) on the synthetic
 test voices and on the real recordings, and, for a model with a CTC head,
 of the head's best path. Each result is appended to
@@ -45,6 +48,10 @@ WORK_DIR = flags.DEFINE_string(
 ENCODER = flags.DEFINE_enum(
     "encoder", "conformer", ["conformer", "lstm"], "The demo run to start from."
 )
+THREADS = flags.DEFINE_integer(
+    "threads", 2, "TensorFlow's threads in each run (intra- and inter-op).",
+    lower_bound=1,
+)  # fmt: skip
 WORKER = flags.DEFINE_string("worker", None, "Internal: the run's JSON.")
 
 SETS = {"synthetic": "digits_test", "real": "digits_real"}
@@ -63,7 +70,9 @@ def train_and_evaluate(run):
     """Trains one run and evaluates it; returns its results."""
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(2)
+    threads = run.get("threads", 2)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
     from tf_transducer.data.corpora import manifest
     from tf_transducer.training import transducer_recipe as recipe
     from tf_transducer.training.digits_recipe import N_MELS
@@ -127,6 +136,7 @@ def main(argv):
         for seed in (int(s) for s in SEEDS.value):
             run = dict(variant=name, overrides=overrides, seed=seed,
                        epochs=EPOCHS.value, encoder=ENCODER.value,
+                       threads=THREADS.value,
                        dir=os.path.join(WORK_DIR.value, f"{name}-{seed}"))  # fmt: skip
             same = [r for r in done if all(r.get(k) == run[k] for k in
                                            ("variant", "overrides", "seed", "epochs",
