@@ -283,7 +283,7 @@ def main(argv):
         for mode in MODES
         for name in SETS
     }
-    print(f"  {'programs':22s} {'size MB':>8s} {'WER synth':>10s} {'WER real':>9s} "
+    print(f"  {'programs':26s} {'size MB':>8s} {'WER synth':>10s} {'WER real':>9s} "
           f"{'RTF':>7s}  {'= offline greedy':>16s}")  # fmt: skip
     for other in kinds:
         wers = decoded[other][2]
@@ -291,7 +291,7 @@ def main(argv):
             if i == len(wers["real"]):
                 break
             print(
-                f"  {'Keras ' + other + ' ' + label:22s} {'':>8s} "
+                f"  {'Keras ' + other + ' ' + label:26s} {'':>8s} "
                 f"{wers['synthetic'][i]:10.3f} {wers['real'][i]:9.3f}"
             )
     total = sum(len(texts) for texts in offline.values())
@@ -303,7 +303,7 @@ def main(argv):
             for a, b in zip(results[mode, name]["texts"], offline[name], strict=True)
         )
         print(
-            f"  {'TFLite ' + kind + ' ' + mode:22s} {synth['size'] / 1e6:8.2f} "
+            f"  {'TFLite ' + kind + ' ' + mode:26s} {synth['size'] / 1e6:8.2f} "
             f"{synth['wer']:10.3f} {real['wer']:9.3f} {synth['rtf']:7.4f}  "
             f"{same:>9d} / {total}"
         )
