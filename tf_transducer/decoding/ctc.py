@@ -8,6 +8,7 @@ ids (no blanks, repeats merged).
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -99,6 +100,13 @@ def ctc_greedy_continue(
     return state
 
 
+def check_beam_width(beam_width: Any) -> None:
+    """ValueError naming beam_width unless it is an int >= 1 (not a bool)."""
+    is_int = isinstance(beam_width, int) and not isinstance(beam_width, bool)
+    if not is_int or beam_width < 1:
+        raise ValueError(f"beam_width must be an int >= 1, got {beam_width!r}")
+
+
 class _Beam:
     """One search state of the CTC prefix beam search.
 
@@ -150,8 +158,7 @@ def ctc_beam_search(
     Returns:
       B lists of label ids, the best prefix of each utterance.
     """
-    if not isinstance(beam_width, int) or beam_width < 1:
-        raise ValueError(f"beam_width must be an int >= 1, got {beam_width!r}")
+    check_beam_width(beam_width)
     log_probs = log_softmax(logits)
     return [
         _search(log_probs[b, :n], beam_width, blank, scorer, alpha, beta, cutoff_top_n)

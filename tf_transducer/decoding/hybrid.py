@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tf_transducer._checks import TensorLike
+from tf_transducer.decoding.ctc import check_beam_width
 from tf_transducer.decoding.ctc import ctc_beam_search
 from tf_transducer.decoding.ctc import ctc_greedy_decode
 from tf_transducer.decoding.lm import WordScorer
@@ -51,12 +52,7 @@ def transducer_ctc_decode(
       B lists of label ids. Eager only.
     """
     check_decoder("ctc", model)
-    if (
-        not isinstance(beam_width, int)
-        or isinstance(beam_width, bool)
-        or beam_width < 1
-    ):
-        raise ValueError(f"beam_width must be an int >= 1, got {beam_width!r}")
+    check_beam_width(beam_width)
     logits, lengths = model.ctc_logits(inputs)
     logits, lengths = np.asarray(logits, np.float32), np.asarray(lengths)
     if beam_width == 1 and scorer is None:

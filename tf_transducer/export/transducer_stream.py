@@ -24,6 +24,7 @@ from tf_transducer.decoding.ctc import CtcGreedyState
 from tf_transducer.decoding.ctc import ctc_greedy_continue
 from tf_transducer.decoding.hotwords import HotwordGraph
 from tf_transducer.decoding.hotwords import check_hotwords
+from tf_transducer.decoding.hybrid import DECODERS
 from tf_transducer.decoding.tdt import TdtGreedyState
 from tf_transducer.decoding.tdt import tdt_greedy_continue
 from tf_transducer.decoding.transducer import GreedyState
@@ -139,8 +140,8 @@ class TransducerStream(AudioStream):
             os.path.join(export_dir, "text_encoder.json")
         )
         self._steps = _TfliteSteps(self.programs, self.meta)
-        if decoder not in ("transducer", "ctc"):
-            raise ValueError(f'decoder must be "transducer" or "ctc", got {decoder!r}')
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
         if decoder == "ctc" and not self.meta.get("ctc_head"):
             raise ValueError(
                 f'decoder="ctc": the export in {export_dir} has no CTC head '

@@ -408,21 +408,15 @@ class Transducer(keras.Model):
             logits._keras_mask = tf.sequence_mask(lengths, tf.shape(logits)[1])
             loss = loss_fn(y, logits, sample_weight)
         if self.ctc_head is not None:
-            loss += self.ctc_weight * self._ctc_loss(
-                self.ctc_head, y, y_pred, sample_weight
-            )
+            loss += self.ctc_weight * self._ctc_loss(y, y_pred, sample_weight)
         return plus_added_losses(self, loss)
 
-    def _ctc_loss(
-        self, head: keras.layers.Dense, y: Any, y_pred: Any, sample_weight: Any
-    ) -> tf.Tensor:
+    def _ctc_loss(self, y: Any, y_pred: Any, sample_weight: Any) -> tf.Tensor:
         """The CTC head's loss, reduced as the compiled transducer loss."""
         ctc = CtcLoss(
             pad_id=self.loss.pad_id, zero_infinity=True, reduction=self.loss.reduction
         )
-        logits = y_pred.get("ctc_logits")
-        if logits is None:
-            logits = head(y_pred["encoder"])
+        logits = y_pred["ctc_logits"]  # `call`'s, with a CTC head
         logits._keras_mask = tf.sequence_mask(y_pred["lengths"], tf.shape(logits)[1])
         return ctc(y, logits, sample_weight)
 
